@@ -1,0 +1,74 @@
+//! The command line: one file per subcommand, each with its own `Args` and
+//! `run`. Errors are reported here with their context chain.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod call;
+mod check;
+mod list;
+mod ninep;
+mod run;
+mod sandbox_exec;
+mod serve;
+
+/// toolsrv discovers tools from `.meta` sidecar files, serves them to agents
+/// over 9P2000 on a Unix socket, and runs each call as a sandboxed child.
+#[derive(Debug, Parser)]
+#[command(name = "toolsrv", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve the tool namespace over 9P2000 on a Unix socket.
+    Serve(serve::Args),
+    /// Call a tool through a running server and print its result.
+    Call(call::Args),
+    /// Run one tool call locally, without a server, and print its result.
+    Run(run::Args),
+    /// List every discovered tool, its command, its tier and any problems.
+    List(list::Args),
+    /// Lint `.meta` files for tool authors; exits non-zero on errors.
+    Check(check::Args),
+    /// Talk to the raw 9P namespace of a running server.
+    #[command(name = "9p")]
+    NineP(ninep::Args),
+    /// Run a command under a sandbox profile, outside the server.
+    SandboxExec(sandbox_exec::Args),
+}
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    let result = match cli.command {
+        Command::Serve(a) => serve::run(a),
+        Command::Call(a) => call::run(a),
+        Command::Run(a) => run::run(a),
+        Command::List(a) => list::run(a),
+        Command::Check(a) => check::run(a),
+        Command::NineP(a) => ninep::run(a),
+        Command::SandboxExec(a) => sandbox_exec::run(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("toolsrv: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Logs go to stderr; `RUST_LOG` (default `info`) chooses what is shown.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}

@@ -1,0 +1,10 @@
+//! `toolsrv run` (not yet implemented).
+
+use std::process::ExitCode;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
+    anyhow::bail!("`run` is not implemented yet")
+}

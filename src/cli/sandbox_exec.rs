@@ -1,0 +1,10 @@
+//! `toolsrv sandbox-exec` (not yet implemented).
+
+use std::process::ExitCode;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
+    anyhow::bail!("`sandbox-exec` is not implemented yet")
+}

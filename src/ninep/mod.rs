@@ -1,0 +1,2 @@
+//! 9P2000: message codec, the server connection loop and a small client.
+//! Knows nothing of tools; the namespace lives in `server`.

@@ -1,0 +1,1 @@
+//! Per-agent registries of loaded tools and their revision counters.

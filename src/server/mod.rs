@@ -1,0 +1,2 @@
+//! The toolsrv namespace as one table of files, authentication, the
+//! listener and the idle monitor.
