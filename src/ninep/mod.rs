@@ -1,2 +1,4 @@
 //! 9P2000: message codec, the server connection loop and a small client.
 //! Knows nothing of tools; the namespace lives in `server`.
+
+pub mod fs;
