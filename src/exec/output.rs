@@ -74,15 +74,18 @@ impl Output {
         if stream == Stream::Stdout {
             g.stdout_total += n;
             let room = self.cap.saturating_sub(g.stdout.len());
-            let take = room.min(bytes.len());
-            g.stdout.extend_from_slice(&bytes[..take]);
-            dropped |= take < bytes.len();
+            let kept = room.min(bytes.len());
+            g.stdout.extend_from_slice(&bytes[..kept]);
+            dropped |= kept < bytes.len();
         }
         if dropped {
             g.truncated = true;
         }
         drop(g);
-        self.changed.notify_waiters();
+        // Readers only see combined output: wake them only if it grew.
+        if take > 0 {
+            self.changed.notify_waiters();
+        }
     }
 
     /// Marks the call as over: no more output will come. Wakes readers.
@@ -139,10 +142,10 @@ impl Output {
         self.lock().finished
     }
 
-    /// Waits until more than `offset` bytes are kept, or the call is over,
-    /// or the cap is reached so no more bytes can be kept.
+    /// Waits until more than `offset` bytes are kept or the call is over
+    /// (a reader at the cap therefore waits for the end of the call).
     ///
-    /// Returns true if bytes past `offset` are available.
+    /// Returns true if bytes past `offset` are available, false at the end.
     pub async fn wait_beyond(&self, offset: usize) -> bool {
         loop {
             let notified = self.changed.notified();
@@ -154,7 +157,7 @@ impl Output {
                 if g.combined.len() > offset {
                     return true;
                 }
-                if g.finished || g.combined.len() >= self.cap {
+                if g.finished {
                     return false;
                 }
             }
@@ -202,5 +205,22 @@ mod tests {
         assert!(first);
         assert_eq!(data, b"abc");
         assert!(!second);
+    }
+
+    #[tokio::test]
+    async fn reader_at_the_cap_waits_for_the_end() {
+        let o = Arc::new(Output::new(3));
+        o.push(Stream::Stdout, b"abcdef");
+        let r = o.clone();
+        let t = tokio::spawn(async move { r.wait_beyond(3).await });
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        o.push(Stream::Stderr, b"more");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        assert!(
+            !t.is_finished(),
+            "nothing new can appear, but the call runs"
+        );
+        o.finish();
+        assert!(!t.await.unwrap());
     }
 }
