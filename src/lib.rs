@@ -6,6 +6,7 @@
 
 pub mod bypass;
 pub mod cli;
+pub mod client;
 pub mod exec;
 pub mod meta;
 pub mod ninep;

@@ -1,10 +1,92 @@
-//! `toolsrv serve` (not yet implemented).
+//! `toolsrv serve`: run the 9P2000 tool service on a Unix socket.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use crate::exec::Limits;
+use crate::server::Config;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Working directory for calls that do not name one (`~` is expanded).
+    #[arg(long, default_value = ".")]
+    cwd: String,
+    /// Unix socket to listen on (its directory is created 0700 if missing).
+    #[arg(long, env = "TOOLSRV_SOCKET", default_value_os_t = crate::client::default_socket())]
+    listen: PathBuf,
+    /// Tool directory (repeatable; first wins on a name clash).
+    /// Default: $OLLIE_TOOLS_PATH, else $XDG_CONFIG_HOME/ollie/tools.
+    #[arg(long = "tools", value_name = "DIR")]
+    tools: Vec<PathBuf>,
+    /// Run tools without the sandbox (development only; logged loudly).
+    #[arg(long)]
+    yolo: bool,
+    /// Accept clients without authentication (debugging only).
+    #[arg(long)]
+    no_auth: bool,
+    /// Exit this long after the last client disconnects (e.g. `10m`, `90s`).
+    #[arg(long, value_parser = parse_duration)]
+    idle_timeout: Option<Duration>,
+    /// With --idle-timeout: exit this long after start if nobody connects.
+    #[arg(long, value_parser = parse_duration, default_value = "60s", hide = true)]
+    idle_grace: Duration,
+    /// Forget finished processes this long after they ended.
+    #[arg(long, value_parser = parse_duration, default_value = "10m")]
+    gc_age: Duration,
+    /// Default time limit of a call (a call's `timeout` field overrides it).
+    #[arg(long, value_parser = parse_duration, default_value = "120s")]
+    timeout: Duration,
+    /// Captured output kept per process, in bytes (the pipe is drained past it).
+    #[arg(long, default_value_t = 4 << 20)]
+    output_cap: usize,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`serve` is not implemented yet")
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    crate::protocol::parse_duration(s).map_err(|e| e.to_string())
+}
+
+fn expand_tilde(p: &str) -> PathBuf {
+    match (p.strip_prefix('~'), std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) if rest.is_empty() || rest.starts_with('/') => {
+            PathBuf::from(home).join(rest.trim_start_matches('/'))
+        }
+        _ => PathBuf::from(p),
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let cwd = expand_tilde(&args.cwd);
+    let cwd = cwd
+        .canonicalize()
+        .with_context(|| format!("--cwd {}", cwd.display()))?;
+    let tools_dirs = if args.tools.is_empty() {
+        crate::meta::tools_path_from_env()
+    } else {
+        args.tools
+    };
+    let limits = Limits {
+        output_cap: args.output_cap,
+        default_timeout: args.timeout,
+        ..Limits::default()
+    };
+    let config = Config {
+        cwd,
+        listen: args.listen,
+        tools_dirs,
+        yolo: args.yolo,
+        no_auth: args.no_auth,
+        idle_timeout: args.idle_timeout,
+        idle_grace: args.idle_grace,
+        gc_age: args.gc_age,
+        limits,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    rt.block_on(crate::server::serve(config))?;
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,2 +1,75 @@
 //! The toolsrv namespace as one table of files, authentication, the
 //! listener and the idle monitor.
+
+mod auth;
+mod call;
+mod files;
+mod listen;
+mod namespace;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+pub use auth::{Auth, AuthError};
+pub use listen::{ServeError, serve};
+pub use namespace::Node;
+
+use crate::exec::Limits;
+use crate::meta::Discoverer;
+use crate::proc::ProcTable;
+use crate::registry::Registry;
+
+/// How the server was started.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Working directory for calls that do not name one.
+    pub cwd: PathBuf,
+    /// The Unix socket to listen on.
+    pub listen: PathBuf,
+    /// Tool directories, first wins.
+    pub tools_dirs: Vec<PathBuf>,
+    pub yolo: bool,
+    pub no_auth: bool,
+    /// Exit this long after the last connection closed.
+    pub idle_timeout: Option<Duration>,
+    /// With `idle_timeout`: exit this long after start if nobody connected.
+    pub idle_grace: Duration,
+    /// Finished processes are forgotten this long after they ended.
+    pub gc_age: Duration,
+    pub limits: Limits,
+}
+
+/// Everything the namespace serves from.
+pub struct Server {
+    pub config: Config,
+    pub auth: Auth,
+    pub registry: Registry,
+    pub discoverer: Discoverer,
+    pub procs: Arc<ProcTable>,
+    tools_path: String,
+    started_unix: u32,
+    user: String,
+}
+
+impl Server {
+    pub fn new(config: Config) -> std::io::Result<Self> {
+        let tools_path = std::env::join_paths(&config.tools_dirs)
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let started_unix = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u32::try_from(d.as_secs()).unwrap_or(u32::MAX));
+        let user = std::env::var("USER").unwrap_or_else(|_| "toolsrv".to_string());
+        Ok(Server {
+            auth: Auth::new(!config.no_auth)?,
+            registry: Registry::new(),
+            discoverer: Discoverer::new(config.tools_dirs.clone()),
+            procs: ProcTable::new(),
+            tools_path,
+            started_unix,
+            user,
+            config,
+        })
+    }
+}

@@ -1,0 +1,614 @@
+//! The 9P2000 connection loop: version, fids, tags, flush and cancellation on one stream.
+//! Names and data come from a `FileTree`; file reads and writes run as their own tasks.
+
+use super::fs::{FileTree, FsError, OEXEC, ORDWR, OREAD, OWRITE, QTDIR, Stat};
+use super::wire::{
+    Fcall, IOHDRSZ, MAX_MSIZE, MAXWELEM, MIN_MSIZE, Msg, NOFID, VERSION, WireError, decode, encode,
+    encode_stat, read_frame,
+};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tracing::{debug, warn};
+
+/// `size[4] Rread tag[2] count[4]`: what an Rread adds around its data.
+const RREAD_HDR: u32 = 11;
+
+/// What the reader task hands the loop.
+enum Inbound {
+    Msg(Msg),
+    Eof,
+    Bad(WireError),
+}
+
+/// A finished read or write task's reply.
+struct Done {
+    tag: u16,
+    id: u64,
+    body: Fcall,
+}
+
+/// A request running as its own task.
+struct Inflight {
+    id: u64,
+    fid: u32,
+    handle: JoinHandle<()>,
+}
+
+/// Where a directory fid's reads have got to.
+#[derive(Default)]
+struct DirState {
+    entries: Vec<Vec<u8>>,
+    next: usize,
+    offset: u64,
+}
+
+struct FidState<N> {
+    node: Arc<N>,
+    open: Option<u8>,
+    is_auth: bool,
+    is_dir: bool,
+    dir: DirState,
+}
+
+/// Serves one 9P2000 connection until the peer goes away or breaks the protocol.
+/// On the way out every in-flight request is cancelled and every fid clunked.
+pub async fn serve_conn<T, S>(tree: Arc<T>, stream: S, max_msize: u32)
+where
+    T: FileTree,
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let max_msize = max_msize.clamp(MIN_MSIZE, MAX_MSIZE);
+    let (rd, wr) = tokio::io::split(stream);
+    let limit = Arc::new(AtomicU32::new(max_msize));
+    let (in_tx, mut in_rx) = mpsc::channel(32);
+    let reader = tokio::spawn(reader_task(rd, Arc::clone(&limit), in_tx));
+    let (out_tx, out_rx) = mpsc::channel(64);
+    let writer = tokio::spawn(writer_task(wr, out_rx));
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel();
+
+    let mut conn = Conn {
+        tree,
+        fids: HashMap::new(),
+        inflight: HashMap::new(),
+        msize: max_msize,
+        max_msize,
+        negotiated: false,
+        limit,
+        out: out_tx,
+        closed: false,
+        done_tx,
+        next_id: 0,
+    };
+    while !conn.closed {
+        tokio::select! {
+            biased;
+            Some(done) = done_rx.recv() => conn.finish(done).await,
+            ev = in_rx.recv() => match ev {
+                Some(Inbound::Msg(msg)) => conn.handle(msg).await,
+                Some(Inbound::Eof) | None => {
+                    debug!("9p connection closed by peer");
+                    break;
+                }
+                Some(Inbound::Bad(e)) => {
+                    warn!(error = %e, "9p protocol error; closing connection");
+                    break;
+                }
+            },
+        }
+    }
+    reader.abort();
+    let _ = reader.await;
+    conn.reset().await;
+    drop(conn);
+    let _ = writer.await;
+}
+
+async fn reader_task<R: AsyncRead + Unpin>(
+    mut rd: R,
+    limit: Arc<AtomicU32>,
+    tx: mpsc::Sender<Inbound>,
+) {
+    loop {
+        let ev = match read_frame(&mut rd, limit.load(Ordering::Relaxed)).await {
+            Ok(None) => Inbound::Eof,
+            Ok(Some(frame)) => match decode(&frame) {
+                Ok(msg) => Inbound::Msg(msg),
+                Err(e) => Inbound::Bad(e),
+            },
+            Err(e) => Inbound::Bad(e),
+        };
+        let last = !matches!(ev, Inbound::Msg(_));
+        if tx.send(ev).await.is_err() || last {
+            return;
+        }
+    }
+}
+
+async fn writer_task<W: AsyncWrite + Unpin>(mut wr: W, mut rx: mpsc::Receiver<Vec<u8>>) {
+    while let Some(frame) = rx.recv().await {
+        if let Err(e) = wr.write_all(&frame).await {
+            debug!(error = %e, "9p write failed");
+            return;
+        }
+    }
+    let _ = wr.shutdown().await;
+}
+
+struct Conn<T: FileTree> {
+    tree: Arc<T>,
+    fids: HashMap<u32, FidState<T::Node>>,
+    inflight: HashMap<u16, Inflight>,
+    msize: u32,
+    max_msize: u32,
+    negotiated: bool,
+    limit: Arc<AtomicU32>,
+    out: mpsc::Sender<Vec<u8>>,
+    closed: bool,
+    done_tx: mpsc::UnboundedSender<Done>,
+    next_id: u64,
+}
+
+type Reply = Result<Option<Fcall>, FsError>;
+
+fn can_read(mode: u8) -> bool {
+    matches!(mode & 3, OREAD | ORDWR | OEXEC)
+}
+
+fn can_write(mode: u8) -> bool {
+    matches!(mode & 3, OWRITE | ORDWR)
+}
+
+/// A `Twstat` whose every field says "don't touch" (a request to sync, which is a no-op here).
+fn is_noop_wstat(s: &Stat) -> bool {
+    s.ty == u16::MAX
+        && s.dev == u32::MAX
+        && s.qid.ty == u8::MAX
+        && s.qid.version == u32::MAX
+        && s.qid.path == u64::MAX
+        && s.mode == u32::MAX
+        && s.atime == u32::MAX
+        && s.mtime == u32::MAX
+        && s.length == u64::MAX
+        && s.name.is_empty()
+        && s.uid.is_empty()
+        && s.gid.is_empty()
+        && s.muid.is_empty()
+}
+
+fn unknown_fid(fid: u32) -> FsError {
+    FsError::new(format!("unknown fid {fid}: walk or attach to it first"))
+}
+
+impl<T: FileTree> Conn<T> {
+    async fn send(&mut self, tag: u16, body: Fcall) {
+        let body = match body {
+            Fcall::Rerror { ename } => Fcall::Rerror {
+                ename: self.fit_error(ename),
+            },
+            other => other,
+        };
+        let frame = match encode(&Msg { tag, body }) {
+            Ok(frame) => frame,
+            Err(e) => {
+                warn!(error = %e, "cannot encode 9p reply");
+                let body = Fcall::Rerror {
+                    ename: self.fit_error(format!("reply cannot be encoded: {e}")),
+                };
+                match encode(&Msg { tag, body }) {
+                    Ok(frame) => frame,
+                    Err(_) => return,
+                }
+            }
+        };
+        if self.out.send(frame).await.is_err() {
+            self.closed = true;
+        }
+    }
+
+    /// Cuts an error text so that its Rerror fits in msize and a 9P string.
+    fn fit_error(&self, mut ename: String) -> String {
+        let max = (self.msize as usize)
+            .saturating_sub(9)
+            .min(usize::from(u16::MAX));
+        if ename.len() > max {
+            let mut cut = max;
+            while !ename.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            ename.truncate(cut);
+        }
+        ename
+    }
+
+    async fn finish(&mut self, done: Done) {
+        match self.inflight.get(&done.tag) {
+            Some(inf) if inf.id == done.id => {
+                self.inflight.remove(&done.tag);
+                self.send(done.tag, done.body).await;
+            }
+            _ => debug!(tag = done.tag, "dropping reply of a flushed request"),
+        }
+    }
+
+    async fn handle(&mut self, msg: Msg) {
+        let Msg { tag, body } = msg;
+        let name = body.name();
+        let reply = if let Fcall::Tversion { msize, version } = body {
+            self.version(msize, &version).await
+        } else if !self.negotiated {
+            Err(FsError::new(
+                "no version negotiated: send Tversion \"9P2000\" first",
+            ))
+        } else if self.inflight.contains_key(&tag) {
+            Err(FsError::new(format!(
+                "tag {tag} is already in use by a pending request; use a fresh tag"
+            )))
+        } else {
+            self.dispatch(tag, body).await
+        };
+        match reply {
+            Ok(Some(body)) => self.send(tag, body).await,
+            Ok(None) => {}
+            Err(e) => {
+                debug!(tag, request = name, error = %e, "9p request refused");
+                self.send(tag, Fcall::Rerror { ename: e.0 }).await;
+            }
+        }
+    }
+
+    async fn dispatch(&mut self, tag: u16, body: Fcall) -> Reply {
+        match body {
+            Fcall::Tauth { afid, uname, aname } => self.auth(afid, &uname, &aname),
+            Fcall::Tattach {
+                fid,
+                afid,
+                uname,
+                aname,
+            } => self.attach(fid, afid, &uname, &aname),
+            Fcall::Tflush { oldtag } => {
+                if let Some(inf) = self.inflight.remove(&oldtag) {
+                    inf.handle.abort();
+                    let _ = inf.handle.await;
+                }
+                Ok(Some(Fcall::Rflush))
+            }
+            Fcall::Twalk {
+                fid,
+                newfid,
+                wnames,
+            } => self.walk(fid, newfid, &wnames),
+            Fcall::Topen { fid, mode } => self.open(fid, mode),
+            Fcall::Tcreate { fid, .. } => {
+                self.fid(fid)?;
+                Err(FsError::new(
+                    "cannot create files in the toolsrv namespace: its files are fixed by the server",
+                ))
+            }
+            Fcall::Tread { fid, offset, count } => self.read(tag, fid, offset, count),
+            Fcall::Twrite { fid, offset, data } => self.write(tag, fid, offset, data),
+            Fcall::Tclunk { fid } => {
+                self.clunk(fid).await?;
+                Ok(Some(Fcall::Rclunk))
+            }
+            Fcall::Tremove { fid } => {
+                self.clunk(fid).await?;
+                Err(FsError::new(
+                    "cannot remove files in the toolsrv namespace (the fid was clunked)",
+                ))
+            }
+            Fcall::Tstat { fid } => {
+                let stat = self.tree.stat(&self.fid(fid)?.node)?;
+                Ok(Some(Fcall::Rstat { stat }))
+            }
+            Fcall::Twstat { fid, stat } => {
+                self.fid(fid)?;
+                if is_noop_wstat(&stat) {
+                    Ok(Some(Fcall::Rwstat))
+                } else {
+                    Err(FsError::new(
+                        "cannot change file attributes in the toolsrv namespace (wstat is not supported)",
+                    ))
+                }
+            }
+            other => Err(FsError::new(format!(
+                "unexpected {} from a client: only T-messages are served",
+                other.name()
+            ))),
+        }
+    }
+
+    fn fid(&self, fid: u32) -> Result<&FidState<T::Node>, FsError> {
+        self.fids.get(&fid).ok_or_else(|| unknown_fid(fid))
+    }
+
+    fn fid_free(&self, fid: u32) -> Result<(), FsError> {
+        if fid == NOFID {
+            return Err(FsError::new(
+                "fid NOFID cannot name a file; use another fid",
+            ));
+        }
+        if self.fids.contains_key(&fid) {
+            return Err(FsError::new(format!(
+                "fid {fid} is already in use; clunk it or pick another"
+            )));
+        }
+        Ok(())
+    }
+
+    fn install(&mut self, fid: u32, node: T::Node, is_auth: bool) -> Option<FidState<T::Node>> {
+        let is_dir = self.tree.qid(&node).ty & QTDIR != 0;
+        self.fids.insert(
+            fid,
+            FidState {
+                node: Arc::new(node),
+                open: None,
+                is_auth,
+                is_dir,
+                dir: DirState::default(),
+            },
+        )
+    }
+
+    async fn version(&mut self, msize: u32, version: &str) -> Reply {
+        self.reset().await;
+        self.negotiated = false;
+        let msize = msize.min(self.max_msize);
+        if msize < MIN_MSIZE {
+            return Err(FsError::new(format!(
+                "msize {msize} is too small: offer at least {MIN_MSIZE}"
+            )));
+        }
+        let version = if version == VERSION || version.starts_with("9P2000.") {
+            self.negotiated = true;
+            VERSION
+        } else {
+            "unknown"
+        };
+        self.msize = msize;
+        self.limit.store(msize, Ordering::Relaxed);
+        Ok(Some(Fcall::Rversion {
+            msize,
+            version: version.to_owned(),
+        }))
+    }
+
+    /// Cancels every in-flight request (no replies) and clunks every fid.
+    async fn reset(&mut self) {
+        let inflight: Vec<Inflight> = self.inflight.drain().map(|(_, inf)| inf).collect();
+        for inf in &inflight {
+            inf.handle.abort();
+        }
+        for inf in inflight {
+            let _ = inf.handle.await;
+        }
+        for (_, state) in self.fids.drain() {
+            self.tree.clunk(&state.node);
+        }
+    }
+
+    fn auth(&mut self, afid: u32, uname: &str, aname: &str) -> Reply {
+        self.fid_free(afid)?;
+        let node = self.tree.auth(uname, aname)?;
+        let aqid = self.tree.qid(&node);
+        self.install(afid, node, true);
+        Ok(Some(Fcall::Rauth { aqid }))
+    }
+
+    fn attach(&mut self, fid: u32, afid: u32, uname: &str, aname: &str) -> Reply {
+        self.fid_free(fid)?;
+        let auth = if afid == NOFID {
+            None
+        } else {
+            let state = self.fid(afid)?;
+            if !state.is_auth {
+                return Err(FsError::new(format!(
+                    "fid {afid} is not an authentication fid; pass the afid from Tauth"
+                )));
+            }
+            Some(Arc::clone(&state.node))
+        };
+        let node = self.tree.attach(auth.as_deref(), uname, aname)?;
+        let qid = self.tree.qid(&node);
+        self.install(fid, node, false);
+        Ok(Some(Fcall::Rattach { qid }))
+    }
+
+    fn walk(&mut self, fid: u32, newfid: u32, wnames: &[String]) -> Reply {
+        let from = self.fid(fid)?;
+        if from.is_auth {
+            return Err(FsError::new("cannot walk an authentication fid"));
+        }
+        // Walking from an open fid to a new fid is harmless, and clients
+        // that cache fids (the `ninep` crate's) rely on it; moving an open
+        // fid itself is refused.
+        if from.open.is_some() && newfid == fid {
+            return Err(FsError::new(format!(
+                "cannot walk fid {fid}: it is open; walk to a new fid"
+            )));
+        }
+        if newfid != fid {
+            self.fid_free(newfid)?;
+        }
+        if wnames.len() > MAXWELEM {
+            return Err(FsError::new(format!(
+                "{} names in one walk; at most {MAXWELEM}",
+                wnames.len()
+            )));
+        }
+        let start = Arc::clone(&from.node);
+        let mut wqids = Vec::with_capacity(wnames.len());
+        let node = if wnames.is_empty() {
+            self.tree.clone_node(&start)
+        } else {
+            let mut cur: Option<T::Node> = None;
+            for (i, name) in wnames.iter().enumerate() {
+                let here = cur.as_ref().unwrap_or(&start);
+                match self.tree.walk(here, name) {
+                    Ok(next) => {
+                        wqids.push(self.tree.qid(&next));
+                        cur = Some(next);
+                    }
+                    Err(e) if i == 0 => return Err(e),
+                    Err(_) => return Ok(Some(Fcall::Rwalk { wqids })),
+                }
+            }
+            match cur {
+                Some(node) => node,
+                None => return Err(FsError::new("empty walk")),
+            }
+        };
+        if let Some(old) = self.install(newfid, node, false) {
+            self.tree.clunk(&old.node);
+        }
+        Ok(Some(Fcall::Rwalk { wqids }))
+    }
+
+    fn open(&mut self, fid: u32, mode: u8) -> Reply {
+        let iounit = self.msize - IOHDRSZ;
+        let state = self.fids.get_mut(&fid).ok_or_else(|| unknown_fid(fid))?;
+        // Opening an open fid again is allowed (the `ninep` crate's client
+        // reopens the fids it caches); the new mode is checked and replaces
+        // the old one.
+        self.tree.open(&state.node, mode)?;
+        state.open = Some(mode);
+        let qid = self.tree.qid(&state.node);
+        Ok(Some(Fcall::Ropen { qid, iounit }))
+    }
+
+    fn read(&mut self, tag: u16, fid: u32, offset: u64, count: u32) -> Reply {
+        let count = count.min(self.msize - RREAD_HDR);
+        let state = self.fids.get_mut(&fid).ok_or_else(|| unknown_fid(fid))?;
+        if !state.is_auth && !state.open.is_some_and(can_read) {
+            return Err(FsError::new(format!(
+                "fid {fid} is not open for reading; open it with OREAD or ORDWR"
+            )));
+        }
+        if state.is_dir {
+            let data = read_dir(&*self.tree, state, offset, count)?;
+            return Ok(Some(Fcall::Rread { data }));
+        }
+        let tree = Arc::clone(&self.tree);
+        let node = Arc::clone(&state.node);
+        self.spawn(tag, fid, async move {
+            match tree.read(&node, offset, count).await {
+                Ok(mut data) => {
+                    data.truncate(count as usize);
+                    Fcall::Rread { data }
+                }
+                Err(e) => Fcall::Rerror { ename: e.0 },
+            }
+        });
+        Ok(None)
+    }
+
+    fn write(&mut self, tag: u16, fid: u32, offset: u64, data: Vec<u8>) -> Reply {
+        let state = self.fid(fid)?;
+        if !state.is_auth && !state.open.is_some_and(can_write) {
+            return Err(FsError::new(format!(
+                "fid {fid} is not open for writing; open it with OWRITE or ORDWR"
+            )));
+        }
+        if state.is_dir {
+            return Err(FsError::new("cannot write to a directory"));
+        }
+        let tree = Arc::clone(&self.tree);
+        let node = Arc::clone(&state.node);
+        let len = u32::try_from(data.len()).unwrap_or(u32::MAX);
+        self.spawn(tag, fid, async move {
+            match tree.write(&node, offset, data).await {
+                Ok(n) => Fcall::Rwrite { count: n.min(len) },
+                Err(e) => Fcall::Rerror { ename: e.0 },
+            }
+        });
+        Ok(None)
+    }
+
+    fn spawn<F>(&mut self, tag: u16, fid: u32, fut: F)
+    where
+        F: Future<Output = Fcall> + Send + 'static,
+    {
+        self.next_id += 1;
+        let id = self.next_id;
+        let done = self.done_tx.clone();
+        let handle = tokio::spawn(async move {
+            let body = fut.await;
+            let _ = done.send(Done { tag, id, body });
+        });
+        self.inflight.insert(tag, Inflight { id, fid, handle });
+    }
+
+    /// Cancels the fid's in-flight requests (each gets an Rerror), then clunks it.
+    async fn clunk(&mut self, fid: u32) -> Result<(), FsError> {
+        let state = self.fids.remove(&fid).ok_or_else(|| unknown_fid(fid))?;
+        let tags: Vec<u16> = self
+            .inflight
+            .iter()
+            .filter(|(_, inf)| inf.fid == fid)
+            .map(|(tag, _)| *tag)
+            .collect();
+        let mut handles = Vec::with_capacity(tags.len());
+        for tag in &tags {
+            if let Some(inf) = self.inflight.remove(tag) {
+                inf.handle.abort();
+                handles.push(inf.handle);
+            }
+        }
+        for handle in handles {
+            let _ = handle.await;
+        }
+        for tag in tags {
+            let ename = "cancelled: fid clunked".to_owned();
+            self.send(tag, Fcall::Rerror { ename }).await;
+        }
+        self.tree.clunk(&state.node);
+        Ok(())
+    }
+}
+
+/// Packs whole stat entries of a directory into at most `count` bytes.
+/// Offset 0 (re)reads the directory; any other offset must continue the last read.
+fn read_dir<T: FileTree>(
+    tree: &T,
+    state: &mut FidState<T::Node>,
+    offset: u64,
+    count: u32,
+) -> Result<Vec<u8>, FsError> {
+    if offset == 0 {
+        let mut entries = Vec::new();
+        for stat in tree.readdir(&state.node)? {
+            let mut buf = Vec::new();
+            encode_stat(&stat, &mut buf).map_err(|e| FsError::new(e.to_string()))?;
+            entries.push(buf);
+        }
+        state.dir = DirState {
+            entries,
+            next: 0,
+            offset: 0,
+        };
+    } else if offset != state.dir.offset {
+        return Err(FsError::new(format!(
+            "directory read at offset {offset}, expected {}: read directories sequentially or restart at 0",
+            state.dir.offset
+        )));
+    }
+    let dir = &mut state.dir;
+    let mut data = Vec::new();
+    while let Some(entry) = dir.entries.get(dir.next) {
+        if data.len() + entry.len() > count as usize {
+            break;
+        }
+        data.extend_from_slice(entry);
+        dir.next += 1;
+    }
+    if data.is_empty() && dir.next < dir.entries.len() {
+        return Err(FsError::new(format!(
+            "read count {count} is too small for the next directory entry"
+        )));
+    }
+    dir.offset += data.len() as u64;
+    Ok(data)
+}
