@@ -15,8 +15,7 @@ const REFUSED: u8 = 126;
 
 #[derive(Debug, clap::Args)]
 #[command(
-    about = "Run a command confined by a sandbox profile",
-    long_about = "Run CMD confined by a sandbox profile, as a tool call would be.\n\n\
+    after_help = "Runs CMD confined by a sandbox profile, as a tool call would be.\n\n\
         The profile is <profiles-dir>/<NAME>.yaml (default directory: \
         $XDG_CONFIG_HOME/ollie/sandbox, or ~/.config/ollie/sandbox; a commented \
         default.yaml is written there on first use). The command is first checked \

@@ -1,5 +1,5 @@
 //! The seccomp filter used when a profile disables the network: what Landlock
-//! cannot express (UDP, raw and packet sockets, io_uring) is refused here.
+//! cannot express (UDP, raw, packet and other socket families, io_uring) is refused here.
 
 use std::collections::BTreeMap;
 
@@ -33,11 +33,27 @@ pub(crate) fn build(mode: NetDeny) -> Result<Vec<libc::sock_filter>, String> {
     let arch: TargetArch = std::env::consts::ARCH
         .try_into()
         .map_err(|e: seccompiler::BackendError| format!("unsupported architecture: {e}"))?;
-    let mut socket_rules = vec![rule(vec![cond(
-        0,
-        SeccompCmpOp::Eq,
-        libc::AF_PACKET as u64,
-    )?])?];
+    // Families other than AF_UNIX, AF_INET, AF_INET6 and AF_NETLINK (which
+    // cannot leave the host: routing/address queries) are refused outright:
+    // AF_PACKET, AF_VSOCK, AF_BLUETOOTH, ...
+    let (unix, inet, inet6, netlink) = (
+        libc::AF_UNIX as u64,
+        libc::AF_INET as u64,
+        libc::AF_INET6 as u64,
+        libc::AF_NETLINK as u64,
+    );
+    let mut socket_rules = vec![
+        rule(vec![cond(0, SeccompCmpOp::Lt, unix)?])?,
+        rule(vec![
+            cond(0, SeccompCmpOp::Gt, inet)?,
+            cond(0, SeccompCmpOp::Lt, inet6)?,
+        ])?,
+        rule(vec![
+            cond(0, SeccompCmpOp::Gt, inet6)?,
+            cond(0, SeccompCmpOp::Lt, netlink)?,
+        ])?,
+        rule(vec![cond(0, SeccompCmpOp::Gt, netlink)?])?,
+    ];
     for family in [libc::AF_INET as u64, libc::AF_INET6 as u64] {
         match mode {
             NetDeny::AllInet => socket_rules.push(rule(vec![cond(0, SeccompCmpOp::Eq, family)?])?),
