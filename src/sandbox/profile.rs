@@ -482,6 +482,15 @@ mod tests {
     }
 
     #[test]
+    fn unknown_keys_are_found() {
+        let k = unknown_keys("netwrk: {}\ngeneral: {best_effort: true, bestefort: 1}\nenv: []\n");
+        assert_eq!(
+            k,
+            vec!["general.bestefort".to_string(), "netwrk".to_string()]
+        );
+    }
+
+    #[test]
     fn durations() {
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
         assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));

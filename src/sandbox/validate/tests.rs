@@ -32,6 +32,7 @@ fn default_rules_reject_dangerous_commands() {
         ("echo x | tee /dev/sdb", "block-device-write"),
         ("mkfs.ext4 /dev/sdb1", "mkfs"),
         ("sudo mkfs -t xfs /dev/vdb", "mkfs"),
+        ("echo ok; /sbin/mkfs.xfs /dev/vdb", "mkfs"),
         (":(){ :|:& };:", "fork-bomb"),
         ("bomb() { bomb | bomb & }; bomb", "fork-bomb"),
         ("chmod -R 777 /", "recursive-chmod-root"),
