@@ -1,0 +1,68 @@
+//! The code that runs in the child between fork and exec: `no_new_privs`,
+//! `landlock_restrict_self`, seccomp. Raw syscalls only, no allocation, no locks.
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+/// The closure type run between fork and exec.
+pub type PreExec = Box<dyn FnMut() -> io::Result<()> + Send + Sync>;
+
+/// Everything the child needs, built by the parent.
+pub(crate) struct ChildPlan {
+    /// A created and filled Landlock ruleset (`O_CLOEXEC`), if any.
+    pub ruleset: Option<OwnedFd>,
+    /// A compiled seccomp program, if any.
+    pub filter: Option<Vec<libc::sock_filter>>,
+}
+
+impl ChildPlan {
+    pub(crate) fn into_pre_exec(self) -> PreExec {
+        let ChildPlan { ruleset, filter } = self;
+        // The fd and the filter are owned by the closure: they live until the
+        // caller drops the closure after spawning (closing the parent's fd).
+        let fprog_len: Option<u16> = filter
+            .as_ref()
+            .map(|f| u16::try_from(f.len()).unwrap_or(u16::MAX));
+        Box::new(move || {
+            // SAFETY: prctl(PR_SET_NO_NEW_PRIVS) takes only integer arguments
+            // and is async-signal-safe. Required by landlock_restrict_self and
+            // seccomp for an unprivileged caller; also stops setuid programs
+            // from regaining privileges inside the sandbox.
+            if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if let Some(fd) = &ruleset {
+                // SAFETY: a plain syscall on an fd this closure owns (still open:
+                // the closure is alive while it runs); flags 0. No memory is
+                // passed, nothing allocated.
+                let rc = unsafe {
+                    libc::syscall(libc::SYS_landlock_restrict_self, fd.as_raw_fd(), 0u32)
+                };
+                if rc != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            if let (Some(prog), Some(len)) = (&filter, fprog_len) {
+                let fprog = libc::sock_fprog {
+                    len,
+                    filter: prog.as_ptr().cast_mut(),
+                };
+                // SAFETY: `fprog` points at `len` valid instructions owned by the
+                // closure; the kernel copies the program during the call and does
+                // not write through the pointer. Stack-only, no allocation.
+                let rc = unsafe {
+                    libc::syscall(
+                        libc::SYS_seccomp,
+                        libc::SECCOMP_SET_MODE_FILTER,
+                        0u32,
+                        &fprog as *const libc::sock_fprog,
+                    )
+                };
+                if rc != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        })
+    }
+}
