@@ -91,8 +91,7 @@ fn independent_client_reads_lists_and_calls() {
         .trim()
         .parse()
         .unwrap();
-    c.write(format!("proc/{pid2}/ctl"), 0, b"signal 9")
-        .unwrap();
+    c.write(format!("proc/{pid2}/ctl"), 0, b"signal 9").unwrap();
     assert_eq!(c.read(format!("proc/{pid2}/wait")).unwrap(), b"-1\n");
     assert!(eventually(Duration::from_secs(2), || !alive(child)));
 

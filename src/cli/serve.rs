@@ -21,6 +21,9 @@ pub struct Args {
     /// Default: $OLLIE_TOOLS_PATH, else $XDG_CONFIG_HOME/ollie/tools.
     #[arg(long = "tools", value_name = "DIR")]
     tools: Vec<PathBuf>,
+    /// Directory of sandbox profiles (default: $XDG_CONFIG_HOME/ollie/sandbox).
+    #[arg(long, value_name = "DIR")]
+    profiles_dir: Option<PathBuf>,
     /// Run tools without the sandbox (development only; logged loudly).
     #[arg(long)]
     yolo: bool,
@@ -82,6 +85,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         idle_grace: args.idle_grace,
         gc_age: args.gc_age,
         limits,
+        profiles_dir: args.profiles_dir,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

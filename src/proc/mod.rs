@@ -12,6 +12,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::exec::{self, Call, Outcome, Output};
 
+mod prepare;
+
+pub use prepare::{DEFAULT_PROFILE, Policy, Request};
+
 /// Why a process-control request was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProcError {

@@ -4,12 +4,12 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::Server;
-use crate::exec::{self, Call};
+use crate::exec::Call;
 use crate::ninep::fs::FsError;
-use crate::proc::{Proc, ProcInfo};
+use crate::proc::{Proc, ProcInfo, Request};
 use crate::protocol::{self, ToolResult};
 
 /// Cancels a process when the request waiting for it goes away (flush or clunk).
@@ -92,61 +92,22 @@ impl Server {
                 "{e}: write `load {agent} {tool_name}` to ctl first"
             ))
         })?;
-        let mut args: Map<String, Value> = payload.args.clone().unwrap_or_default();
-        let fields =
-            protocol::coerce_fields(&payload.fields, |k| tool.arg_type(k).map(str::to_string))
-                .map_err(|e| ToolResult::error(format!("{tool_name}: {e}")))?;
-        args.extend(fields);
-        let dispatch = protocol::take_dispatch(&mut args)
+        let args = payload
+            .arguments(|k| tool.arg_type(k).map(str::to_string))
             .map_err(|e| ToolResult::error(format!("{tool_name}: {e}")))?;
-        let args = Value::Object(args);
-        tool.validate_args(&args)
-            .map_err(|e| ToolResult::error(format!("{tool_name}: invalid arguments: {e}")))?;
-        let command = tool.command.clone().ok_or_else(|| {
-            ToolResult::error(format!(
-                "{tool_name}: nothing to run (no executable beside its .meta, no usable cmd, not in PATH)"
-            ))
-        })?;
-        let cwd = match payload.cwd.as_deref() {
-            Some(c) if !c.is_empty() => PathBuf::from(c),
-            _ => self.config.cwd.clone(),
-        };
-        if !cwd.is_dir() {
-            return Err(ToolResult::error(format!(
-                "{tool_name}: working directory {} does not exist",
-                cwd.display()
-            )));
-        }
-        let env = exec::tool_env(
-            std::env::vars_os(),
-            &self.tools_path,
-            &cwd,
-            payload.session.as_deref(),
-            Some(&agent),
-        );
-        let info = ProcInfo {
-            tool: tool_name.clone(),
-            agent,
-            session: payload.session.clone(),
-            command: match &command {
-                crate::meta::Command::Exec(p) => p.display().to_string(),
-                crate::meta::Command::Shell(s) => s.clone(),
-            },
-            background,
-        };
-        let _ = dispatch.bypass;
-        let _ = &dispatch.sandbox;
-        let call = Call {
-            tool: tool_name,
-            command,
+        let cwd = payload
+            .cwd
+            .as_deref()
+            .filter(|c| !c.is_empty())
+            .map(PathBuf::from);
+        self.policy.prepare(Request {
+            tool,
             args,
             cwd,
-            env,
-            timeout: dispatch.timeout,
-            limits: self.config.limits.clone(),
-            pre_exec: None,
-        };
-        Ok((info, call))
+            session: payload.session,
+            agent,
+            background,
+        })
     }
 
     /// `bypass/pending`: the broker comes with the bypass work; until then

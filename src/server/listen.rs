@@ -19,6 +19,12 @@ use super::{Config, Server};
 pub enum ServeError {
     #[error("another server is already listening on {0}; stop it or choose another --listen path")]
     Live(PathBuf),
+    #[error(
+        "no configuration directory for sandbox profiles: set XDG_CONFIG_HOME or HOME, or pass --profiles-dir"
+    )]
+    NoConfigDir,
+    #[error(transparent)]
+    Sandbox(#[from] crate::sandbox::SandboxError),
     #[error("{what} {path}: {source}")]
     Io {
         what: &'static str,
@@ -75,8 +81,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     if config.yolo {
         tracing::warn!("--yolo: SANDBOX ENFORCEMENT IS DISABLED; tools run unconfined");
     }
-    let server =
-        Arc::new(Server::new(config.clone()).map_err(io_err("cannot start", &config.listen))?);
+    let server = Arc::new(Server::new(config.clone())?);
     let listener = bind(&config.listen)?;
     tracing::info!(socket = %config.listen.display(), tools = ?config.tools_dirs, "listening");
 

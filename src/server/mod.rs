@@ -17,8 +17,9 @@ pub use namespace::Node;
 
 use crate::exec::Limits;
 use crate::meta::Discoverer;
-use crate::proc::ProcTable;
+use crate::proc::{Policy, ProcTable};
 use crate::registry::Registry;
+use crate::sandbox::Profiles;
 
 /// How the server was started.
 #[derive(Debug, Clone)]
@@ -38,6 +39,8 @@ pub struct Config {
     /// Finished processes are forgotten this long after they ended.
     pub gc_age: Duration,
     pub limits: Limits,
+    /// Where sandbox profiles live (`None`: `$XDG_CONFIG_HOME/ollie/sandbox`).
+    pub profiles_dir: Option<PathBuf>,
 }
 
 /// Everything the namespace serves from.
@@ -47,13 +50,13 @@ pub struct Server {
     pub registry: Registry,
     pub discoverer: Discoverer,
     pub procs: Arc<ProcTable>,
-    tools_path: String,
+    pub policy: Policy,
     started_unix: u32,
     user: String,
 }
 
 impl Server {
-    pub fn new(config: Config) -> std::io::Result<Self> {
+    pub fn new(config: Config) -> Result<Self, ServeError> {
         let tools_path = std::env::join_paths(&config.tools_dirs)
             .map(|p| p.to_string_lossy().into_owned())
             .unwrap_or_default();
@@ -61,12 +64,32 @@ impl Server {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| u32::try_from(d.as_secs()).unwrap_or(u32::MAX));
         let user = std::env::var("USER").unwrap_or_else(|_| "toolsrv".to_string());
+        let profiles = if config.yolo {
+            None
+        } else {
+            let dir = config
+                .profiles_dir
+                .clone()
+                .or_else(Profiles::default_dir)
+                .ok_or(ServeError::NoConfigDir)?;
+            Some(Profiles::new(dir))
+        };
+        let policy = Policy::new(
+            tools_path,
+            config.cwd.clone(),
+            config.limits.clone(),
+            profiles,
+        )?;
         Ok(Server {
-            auth: Auth::new(!config.no_auth)?,
+            auth: Auth::new(!config.no_auth).map_err(|source| ServeError::Io {
+                what: "cannot create a session token",
+                path: config.listen.clone(),
+                source,
+            })?,
             registry: Registry::new(),
             discoverer: Discoverer::new(config.tools_dirs.clone()),
             procs: ProcTable::new(),
-            tools_path,
+            policy,
             started_unix,
             user,
             config,

@@ -1,0 +1,185 @@
+//! What a call needs before it runs: dispatch fields, argument validation,
+//! command validation and cool-down, environment, and the sandbox.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use serde_json::{Map, Value};
+
+use super::ProcInfo;
+use crate::exec::{self, Call, Limits};
+use crate::meta::{Command, Tool};
+use crate::protocol::{ToolResult, take_dispatch};
+use crate::sandbox::{Cooldown, CooldownConfig, ExpandContext, Profile, Profiles};
+
+/// The profile a call gets when it does not name one.
+pub const DEFAULT_PROFILE: &str = "default";
+
+/// One call as the caller asked for it.
+pub struct Request {
+    pub tool: Arc<Tool>,
+    /// Arguments including dispatch fields (`bypass`, `timeout`, `sandbox`).
+    pub args: Map<String, Value>,
+    pub cwd: Option<PathBuf>,
+    pub session: Option<String>,
+    pub agent: String,
+    pub background: bool,
+}
+
+/// Server-wide rules every call goes through.
+pub struct Policy {
+    pub tools_path: String,
+    pub default_cwd: PathBuf,
+    pub limits: Limits,
+    /// `None` with `--yolo`: no sandbox enforcement.
+    profiles: Option<Profiles>,
+    cooldown: Cooldown,
+    cache: Mutex<HashMap<String, (Option<SystemTime>, Arc<Profile>)>>,
+}
+
+impl Policy {
+    /// `profiles` is `None` to run without enforcement (`--yolo`). Writes the
+    /// default profile if missing and takes the cool-down settings from it.
+    pub fn new(
+        tools_path: String,
+        default_cwd: PathBuf,
+        limits: Limits,
+        profiles: Option<Profiles>,
+    ) -> Result<Policy, crate::sandbox::SandboxError> {
+        let cooldown = match &profiles {
+            Some(p) => p.load(DEFAULT_PROFILE)?.cooldown_config(),
+            None => CooldownConfig::default(),
+        };
+        Ok(Policy {
+            tools_path,
+            default_cwd,
+            limits,
+            profiles,
+            cooldown: Cooldown::new(cooldown),
+            cache: Mutex::default(),
+        })
+    }
+
+    pub fn enforcing(&self) -> bool {
+        self.profiles.is_some()
+    }
+
+    /// A profile, re-read only when its file changed.
+    fn profile(&self, profiles: &Profiles, name: &str) -> Result<Arc<Profile>, String> {
+        let path = profiles.dir().join(format!("{name}.yaml"));
+        let mtime = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((m, p)) = cache.get(name) {
+            if mtime.is_some() && *m == mtime {
+                return Ok(p.clone());
+            }
+        }
+        let p = Arc::new(profiles.load(name).map_err(|e| e.to_string())?);
+        cache.insert(name.to_string(), (mtime, p.clone()));
+        Ok(p)
+    }
+
+    /// Turn a request into a runnable call, or the refusal the model sees.
+    pub fn prepare(&self, req: Request) -> Result<(ProcInfo, Call), ToolResult> {
+        let Request {
+            tool,
+            mut args,
+            cwd,
+            session,
+            agent,
+            background,
+        } = req;
+        let name = tool.name.as_str();
+        let refuse = |msg: String| ToolResult::error(format!("{name}: {msg}"));
+
+        self.cooldown
+            .check(&agent)
+            .map_err(|e| refuse(e.to_string()))?;
+        let dispatch = take_dispatch(&mut args).map_err(|e| refuse(e.to_string()))?;
+        let args = Value::Object(args);
+        tool.validate_args(&args)
+            .map_err(|e| refuse(format!("invalid arguments: {e}")))?;
+        let command = tool.command.clone().ok_or_else(|| {
+            refuse(
+                "nothing to run (no executable beside its .meta, no usable cmd, not in PATH)"
+                    .into(),
+            )
+        })?;
+        let cwd = cwd.unwrap_or_else(|| self.default_cwd.clone());
+        if !cwd.is_dir() {
+            return Err(refuse(format!(
+                "working directory {} does not exist",
+                cwd.display()
+            )));
+        }
+        if dispatch.bypass || tool.bypass || tool.sudo {
+            return Err(refuse(
+                "this call needs approval to run outside the sandbox, and no approver is configured"
+                    .into(),
+            ));
+        }
+        let command_text = match &command {
+            Command::Exec(p) => p.display().to_string(),
+            Command::Shell(s) => s.clone(),
+        };
+        let env = exec::tool_env(
+            std::env::vars_os(),
+            &self.tools_path,
+            &cwd,
+            session.as_deref(),
+            Some(&agent),
+        );
+
+        let (env, pre_exec) = match &self.profiles {
+            None => {
+                tracing::warn!(tool = name, agent, "--yolo: running unconfined");
+                (env, None)
+            }
+            Some(profiles) => {
+                let profile_name = dispatch.sandbox.as_deref().unwrap_or(DEFAULT_PROFILE);
+                let profile = self.profile(profiles, profile_name).map_err(refuse)?;
+                if let Err(rej) = profile.validator().check(&command_text, &args) {
+                    let mut msg = rej.to_string();
+                    if let Err(cool) = self.cooldown.record_rejection(&agent) {
+                        msg.push_str(&format!("; {cool}"));
+                    }
+                    tracing::warn!(tool = name, agent, rule = %rej.rule, "validation rejected a call");
+                    return Err(refuse(msg));
+                }
+                let exe: &Path = match &command {
+                    Command::Exec(p) => p,
+                    Command::Shell(_) => Path::new("/bin/sh"),
+                };
+                let prepared = profile
+                    .prepare(&ExpandContext::from_process(&cwd), Some(exe))
+                    .map_err(|e| refuse(e.to_string()))?;
+                let missing = prepared.not_enforced();
+                if !missing.is_empty() {
+                    tracing::warn!(tool = name, profile = profile_name, not_enforced = ?missing, "sandbox runs in best-effort mode");
+                }
+                (prepared.filter_env(env), Some(prepared.into_pre_exec()))
+            }
+        };
+
+        let info = ProcInfo {
+            tool: name.to_string(),
+            agent,
+            session,
+            command: command_text,
+            background,
+        };
+        let call = Call {
+            tool: name.to_string(),
+            command,
+            args,
+            cwd,
+            env,
+            timeout: dispatch.timeout,
+            limits: self.limits.clone(),
+            pre_exec,
+        };
+        Ok((info, call))
+    }
+}
