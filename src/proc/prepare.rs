@@ -28,6 +28,9 @@ pub struct Request {
     pub background: bool,
 }
 
+/// A loaded profile and the modification time of its file then.
+type CachedProfile = (Option<SystemTime>, Arc<Profile>);
+
 /// Server-wide rules every call goes through.
 pub struct Policy {
     pub tools_path: String,
@@ -36,7 +39,7 @@ pub struct Policy {
     /// `None` with `--yolo`: no sandbox enforcement.
     profiles: Option<Profiles>,
     cooldown: Cooldown,
-    cache: Mutex<HashMap<String, (Option<SystemTime>, Arc<Profile>)>>,
+    cache: Mutex<HashMap<String, CachedProfile>>,
 }
 
 impl Policy {
@@ -71,10 +74,11 @@ impl Policy {
         let path = profiles.dir().join(format!("{name}.yaml"));
         let mtime = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((m, p)) = cache.get(name) {
-            if mtime.is_some() && *m == mtime {
-                return Ok(p.clone());
-            }
+        if let Some((_, p)) = cache
+            .get(name)
+            .filter(|(m, _)| mtime.is_some() && *m == mtime)
+        {
+            return Ok(p.clone());
         }
         let p = Arc::new(profiles.load(name).map_err(|e| e.to_string())?);
         cache.insert(name.to_string(), (mtime, p.clone()));
