@@ -104,7 +104,7 @@ impl Policy {
         let dispatch = take_dispatch(&mut args).map_err(|e| refuse(e.to_string()))?;
         let args = Value::Object(args);
         tool.validate_args(&args)
-            .map_err(|e| refuse(format!("invalid arguments: {e}")))?;
+            .map_err(|e| refuse(e.to_string()))?;
         let command = tool.command.clone().ok_or_else(|| {
             refuse(
                 "nothing to run (no executable beside its .meta, no usable cmd, not in PATH)"
