@@ -119,8 +119,13 @@ fn trusted(t: SystemTime, now: SystemTime) -> bool {
 }
 
 impl Discoverer {
-    /// Discovers in `dirs`, in order, for the current host.
+    /// Discovers in `dirs`, in order, for the current host. Relative
+    /// directories are made absolute now, so commands are absolute paths.
     pub fn new(dirs: Vec<PathBuf>) -> Discoverer {
+        let dirs = dirs
+            .into_iter()
+            .map(|d| std::path::absolute(&d).unwrap_or(d))
+            .collect();
         Discoverer {
             dirs,
             host: Host::current(),

@@ -158,8 +158,16 @@ fn check_fields(l: &mut Linter, f: &RawFields, base: &[Seg]) -> Option<Compiled>
 /// Validates `args` against its meta-schema, compiles it, checks `required`.
 fn check_schema(l: &mut Linter, args: &Value, at: &[Seg]) -> Compiled {
     if let Err(e) = jsonschema::meta::validate(args) {
-        let inner = pointer(e.instance_path().as_str());
-        let msg = format!("`args` is not a valid JSON Schema: {e}");
+        let where_ = e.instance_path().as_str();
+        let inner = pointer(where_);
+        let what = match (where_.rsplit('/').next(), e.instance().as_ref()) {
+            (Some("type"), Value::String(t)) => format!(
+                "unknown type \"{t}\" (expected string, number, integer, boolean, object, array or null)"
+            ),
+            _ => e.to_string(),
+        };
+        let sep = if where_.is_empty() { "" } else { ": " };
+        let msg = format!("`args` is not a valid JSON Schema: {where_}{sep}{what}");
         l.push(Severity::Error, &with(at, &inner), msg.clone());
         return Err(msg);
     }
