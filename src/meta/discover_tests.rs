@@ -166,6 +166,13 @@ fn invalidation_add_change_remove() {
     let c = d.discover();
     assert!(!c.tools.contains_key("b"));
 
+    // The whole directory goes away, then comes back.
+    let moved = t.path().with_extension("moved");
+    fs::rename(dir, &moved).unwrap();
+    assert!(d.discover().tools.is_empty());
+    fs::rename(&moved, dir).unwrap();
+    assert!(d.discover().tools.contains_key("a"));
+
     // Broken, then fixed.
     write_old(&dir.join("a.meta"), "{");
     assert!(!d.discover().tools.contains_key("a"));
@@ -274,4 +281,29 @@ fn check_file_reports_everything() {
         "{msgs:#?}"
     );
     assert!(r.tool.is_some_and(|t| t.command.is_none()));
+}
+
+#[test]
+#[ignore = "measurement; run with --ignored --nocapture"]
+fn ten_thousand_files() {
+    let t = tempfile::tempdir().unwrap();
+    for i in 0..10_000 {
+        let p = t.path().join(format!("tool{i:05}.meta"));
+        fs::write(&p, r#"{"description":"d","prompt":"p","cmd":"echo hi","args":{"type":"object","properties":{"a":{"type":"string"}}}}"#).unwrap();
+        set_mtime(&p, past());
+    }
+    set_mtime(t.path(), past());
+    let d = Discoverer::new(vec![t.path().to_path_buf()]);
+    let s = Instant::now();
+    assert_eq!(d.discover().tools.len(), 10_000);
+    eprintln!("cold: {:?}", s.elapsed());
+    for _ in 0..3 {
+        let s = Instant::now();
+        d.discover();
+        eprintln!("warm: {:?}", s.elapsed());
+    }
+    let d = d.with_host_ttl(Duration::ZERO);
+    let s = Instant::now();
+    d.discover();
+    eprintln!("warm, re-resolving: {:?}", s.elapsed());
 }

@@ -1,9 +1,10 @@
 //! The host a tool is resolved for: Go-style os/arch names, environment and
 //! PATH, injected as a [`Host`] value so matching never reads globals.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// `runtime.GOOS` for the host this binary was built for.
 pub fn go_os() -> &'static str {
@@ -46,7 +47,13 @@ pub struct Host {
     pub env: BTreeMap<String, String>,
     /// `$PATH`, split; relative entries are ignored by lookups.
     pub path: Vec<PathBuf>,
+    /// Listings of the PATH directories, when taken (see [`Host::indexed`]).
+    index: Option<Arc<PathIndex>>,
 }
+
+/// For each file name, the PATH entries (by position) that contain it.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct PathIndex(HashMap<String, Vec<usize>>);
 
 impl Host {
     /// This process's host: real os/arch, a snapshot of the environment.
@@ -65,6 +72,7 @@ impl Host {
             arch: go_arch().to_string(),
             env,
             path,
+            index: None,
         }
     }
 
@@ -75,6 +83,32 @@ impl Host {
             arch: arch.to_string(),
             env: BTreeMap::new(),
             path,
+            index: None,
+        }
+    }
+
+    /// A copy that answers PATH lookups from one listing of each PATH
+    /// directory, taken now: many lookups then cost one `stat` per hit.
+    pub fn indexed(&self) -> Host {
+        let mut idx: HashMap<String, Vec<usize>> = HashMap::new();
+        for (i, dir) in self
+            .path
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| d.is_absolute())
+        {
+            let Ok(rd) = std::fs::read_dir(dir) else {
+                continue;
+            };
+            for e in rd.filter_map(Result::ok) {
+                if let Ok(name) = e.file_name().into_string() {
+                    idx.entry(name).or_default().push(i);
+                }
+            }
+        }
+        Host {
+            index: Some(Arc::new(PathIndex(idx))),
+            ..self.clone()
         }
     }
 
@@ -93,6 +127,13 @@ impl Host {
     pub fn which(&self, name: &str) -> Option<PathBuf> {
         if name.is_empty() || name.contains('/') {
             return None;
+        }
+        if let Some(PathIndex(idx)) = self.index.as_deref() {
+            return idx
+                .get(name)?
+                .iter()
+                .map(|&i| self.path[i].join(name))
+                .find(|p| is_executable_file(p));
         }
         self.path
             .iter()
@@ -157,6 +198,10 @@ mod tests {
         );
         assert_eq!(host.which("tool"), Some(exe.clone()));
         assert_eq!(host.which("plain"), None);
+        let indexed = host.indexed();
+        assert_eq!(indexed.which("tool"), Some(exe.clone()));
+        assert_eq!(indexed.which("plain"), None);
+        assert_eq!(indexed.which("missing"), None);
         assert!(host.has_binary(exe.to_str().unwrap()));
         assert!(!host.has_binary(plain.to_str().unwrap()));
         assert!(host.file_exists(plain.to_str().unwrap()));
