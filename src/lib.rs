@@ -10,6 +10,7 @@ pub mod client;
 pub mod exec;
 pub mod meta;
 pub mod ninep;
+pub mod notify;
 pub mod proc;
 pub mod protocol;
 pub mod registry;

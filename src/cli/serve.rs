@@ -24,6 +24,14 @@ pub struct Args {
     /// Directory of sandbox profiles (default: $XDG_CONFIG_HOME/ollie/sandbox).
     #[arg(long, value_name = "DIR")]
     profiles_dir: Option<PathBuf>,
+    /// Write a completion message to the agent's prompt file when a background
+    /// process with a session and agent ends: `unix!/path/to/socket` (a 9P
+    /// server) or a directory where that namespace is mounted.
+    #[arg(long, value_name = "TARGET")]
+    notify: Option<crate::notify::Target>,
+    /// Path of the prompt file under the --notify target.
+    #[arg(long, value_name = "TEMPLATE", default_value = crate::notify::DEFAULT_TEMPLATE)]
+    notify_path: String,
     /// Run tools without the sandbox (development only; logged loudly).
     #[arg(long)]
     yolo: bool,
@@ -86,6 +94,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         gc_age: args.gc_age,
         limits,
         profiles_dir: args.profiles_dir,
+        notify: args
+            .notify
+            .map(|t| crate::notify::Notifier::new(t, args.notify_path))
+            .transpose()?,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

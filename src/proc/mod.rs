@@ -177,11 +177,15 @@ impl Proc {
     }
 }
 
+/// Called once for every process that ends (for completion messages).
+pub type OnExit = Box<dyn Fn(&Proc, &Finished) + Send + Sync>;
+
 /// Every process the server tracks, by toolsrv PID.
 #[derive(Default)]
 pub struct ProcTable {
     next: AtomicU64,
     procs: Mutex<BTreeMap<u64, Arc<Proc>>>,
+    on_exit: Arc<std::sync::OnceLock<OnExit>>,
 }
 
 impl ProcTable {
@@ -189,7 +193,13 @@ impl ProcTable {
         Arc::new(ProcTable {
             next: AtomicU64::new(1),
             procs: Mutex::default(),
+            on_exit: Arc::default(),
         })
+    }
+
+    /// Set the hook run when a process ends (only the first call takes effect).
+    pub fn set_on_exit(&self, hook: OnExit) {
+        let _ = self.on_exit.set(hook);
     }
 
     fn lock(&self) -> MutexGuard<'_, BTreeMap<u64, Arc<Proc>>> {
@@ -213,6 +223,7 @@ impl ProcTable {
         });
         self.lock().insert(id, proc.clone());
         let p = proc.clone();
+        let on_exit = self.on_exit.clone();
         tokio::spawn(async move {
             let cancel = p.cancel.clone();
             let outcome = exec::run(call, output, cancel, |pid| {
@@ -220,11 +231,15 @@ impl ProcTable {
             })
             .await;
             tracing::debug!(pid = p.id, tool = %p.info.tool, code = ?outcome.status.code, "process ended");
-            p.done.send_replace(Some(Arc::new(Finished {
+            let fin = Arc::new(Finished {
                 outcome,
                 ended: SystemTime::now(),
                 ended_at: Instant::now(),
-            })));
+            });
+            p.done.send_replace(Some(fin.clone()));
+            if let Some(hook) = on_exit.get() {
+                hook(&p, &fin);
+            }
         });
         proc
     }

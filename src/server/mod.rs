@@ -17,6 +17,7 @@ pub use namespace::Node;
 
 use crate::exec::Limits;
 use crate::meta::Discoverer;
+use crate::notify::{Completion, Notifier};
 use crate::proc::{Policy, ProcTable};
 use crate::registry::Registry;
 use crate::sandbox::Profiles;
@@ -41,6 +42,8 @@ pub struct Config {
     pub limits: Limits,
     /// Where sandbox profiles live (`None`: `$XDG_CONFIG_HOME/ollie/sandbox`).
     pub profiles_dir: Option<PathBuf>,
+    /// Completion messages for background processes.
+    pub notify: Option<Notifier>,
 }
 
 /// Everything the namespace serves from.
@@ -80,6 +83,24 @@ impl Server {
             config.limits.clone(),
             profiles,
         )?;
+        let procs = ProcTable::new();
+        if let Some(n) = config.notify.clone() {
+            procs.set_on_exit(Box::new(move |p, fin| {
+                let (Some(session), true) = (p.info.session.clone(), p.info.background) else {
+                    return;
+                };
+                n.notify(Completion {
+                    pid: p.id,
+                    tool: p.info.tool.clone(),
+                    session,
+                    agent: p.info.agent.clone(),
+                    exit_code: fin.outcome.status.code,
+                    signal: fin.outcome.status.signal,
+                    runtime: fin.outcome.duration,
+                    truncated: fin.outcome.truncated,
+                });
+            }));
+        }
         Ok(Server {
             auth: Auth::new(!config.no_auth).map_err(|source| ServeError::Io {
                 what: "cannot create a session token",
@@ -88,7 +109,7 @@ impl Server {
             })?,
             registry: Registry::new(),
             discoverer: Discoverer::new(config.tools_dirs.clone()),
-            procs: ProcTable::new(),
+            procs,
             policy,
             started_unix,
             user,
