@@ -211,6 +211,11 @@ impl Client {
         Ok(tag)
     }
 
+    /// Sends a request with a tag of the caller's choosing (for tests of tag handling).
+    pub fn send_tagged(&mut self, tag: u16, body: Fcall) -> Result<()> {
+        send_on(&self.writer, tag, body)
+    }
+
     /// Receives the next reply, whatever its tag.
     pub fn recv(&mut self) -> Result<Msg> {
         match read_frame_sync(&mut self.reader, self.msize.max(MAX_MSIZE))? {

@@ -4,7 +4,7 @@
 use super::fs::{FileTree, FsError, OEXEC, ORDWR, OREAD, OWRITE, QTDIR, Stat};
 use super::wire::{
     Fcall, IOHDRSZ, MAX_MSIZE, MAXWELEM, MIN_MSIZE, Msg, NOFID, VERSION, WireError, decode, encode,
-    encode_stat, read_frame,
+    encode_stat, read_frame_limited,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -113,7 +113,7 @@ async fn reader_task<R: AsyncRead + Unpin>(
     tx: mpsc::Sender<Inbound>,
 ) {
     loop {
-        let ev = match read_frame(&mut rd, limit.load(Ordering::Relaxed)).await {
+        let ev = match read_frame_limited(&mut rd, || limit.load(Ordering::Relaxed)).await {
             Ok(None) => Inbound::Eof,
             Ok(Some(frame)) => match decode(&frame) {
                 Ok(msg) => Inbound::Msg(msg),
@@ -422,9 +422,11 @@ impl<T: FileTree> Conn<T> {
         if from.is_auth {
             return Err(FsError::new("cannot walk an authentication fid"));
         }
-        if from.open.is_some() {
+        // Walking from an open fid to a new fid is allowed (some clients walk from
+        // a root fid they opened); only replacing an open fid in place is refused.
+        if newfid == fid && from.open.is_some() {
             return Err(FsError::new(format!(
-                "cannot walk fid {fid}: it is open; walk from an unopened fid"
+                "cannot walk open fid {fid} onto itself; walk to a new fid"
             )));
         }
         if newfid != fid {
