@@ -257,7 +257,7 @@ impl Client {
         }
     }
 
-    /// `Tauth`, write `secret` to the afid, read the session token back.
+    /// `Tauth`, write `secret` to the afid, read the session token back (trimmed).
     pub fn authenticate(
         &mut self,
         uname: &str,
@@ -266,7 +266,9 @@ impl Client {
     ) -> Result<(Fid, String)> {
         let afid = self.auth(uname, aname)?;
         self.write(afid, secret)?;
-        let token = self.read_all(afid)?;
+        // One read: a token is short, and this does not depend on the auth
+        // file honouring offsets.
+        let token = self.read(afid, 0, self.iounit())?;
         let token = String::from_utf8_lossy(&token).trim().to_owned();
         Ok((afid, token))
     }
