@@ -1,11 +1,14 @@
 //! The 9P2000 connection loop: version, fids, tags, flush and cancellation on one stream.
 //! Names and data come from a `FileTree`; file reads and writes run as their own tasks.
 
+mod dir;
+
 use super::fs::{FileTree, FsError, OEXEC, ORDWR, OREAD, OWRITE, QTDIR, Stat};
 use super::wire::{
     Fcall, IOHDRSZ, MAX_MSIZE, MAXWELEM, MIN_MSIZE, Msg, NOFID, VERSION, WireError, decode, encode,
-    encode_stat, read_frame,
+    read_frame_limited,
 };
+use dir::{DirState, read_dir};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -36,14 +39,6 @@ struct Inflight {
     id: u64,
     fid: u32,
     handle: JoinHandle<()>,
-}
-
-/// Where a directory fid's reads have got to.
-#[derive(Default)]
-struct DirState {
-    entries: Vec<Vec<u8>>,
-    next: usize,
-    offset: u64,
 }
 
 struct FidState<N> {
@@ -113,7 +108,7 @@ async fn reader_task<R: AsyncRead + Unpin>(
     tx: mpsc::Sender<Inbound>,
 ) {
     loop {
-        let ev = match read_frame(&mut rd, limit.load(Ordering::Relaxed)).await {
+        let ev = match read_frame_limited(&mut rd, || limit.load(Ordering::Relaxed)).await {
             Ok(None) => Inbound::Eof,
             Ok(Some(frame)) => match decode(&frame) {
                 Ok(msg) => Inbound::Msg(msg),
@@ -422,12 +417,11 @@ impl<T: FileTree> Conn<T> {
         if from.is_auth {
             return Err(FsError::new("cannot walk an authentication fid"));
         }
-        // Walking from an open fid to a new fid is harmless, and clients
-        // that cache fids (the `ninep` crate's) rely on it; moving an open
-        // fid itself is refused.
-        if from.open.is_some() && newfid == fid {
+        // Walking from an open fid to a new fid is allowed (some clients walk from
+        // a root fid they opened); only replacing an open fid in place is refused.
+        if newfid == fid && from.open.is_some() {
             return Err(FsError::new(format!(
-                "cannot walk fid {fid}: it is open; walk to a new fid"
+                "cannot walk open fid {fid} onto itself; walk to a new fid"
             )));
         }
         if newfid != fid {
@@ -488,7 +482,7 @@ impl<T: FileTree> Conn<T> {
             )));
         }
         if state.is_dir {
-            let data = read_dir(&*self.tree, state, offset, count)?;
+            let data = read_dir(&*self.tree, &state.node, &mut state.dir, offset, count)?;
             return Ok(Some(Fcall::Rread { data }));
         }
         let tree = Arc::clone(&self.tree);
@@ -567,48 +561,4 @@ impl<T: FileTree> Conn<T> {
         self.tree.clunk(&state.node);
         Ok(())
     }
-}
-
-/// Packs whole stat entries of a directory into at most `count` bytes.
-/// Offset 0 (re)reads the directory; any other offset must continue the last read.
-fn read_dir<T: FileTree>(
-    tree: &T,
-    state: &mut FidState<T::Node>,
-    offset: u64,
-    count: u32,
-) -> Result<Vec<u8>, FsError> {
-    if offset == 0 {
-        let mut entries = Vec::new();
-        for stat in tree.readdir(&state.node)? {
-            let mut buf = Vec::new();
-            encode_stat(&stat, &mut buf).map_err(|e| FsError::new(e.to_string()))?;
-            entries.push(buf);
-        }
-        state.dir = DirState {
-            entries,
-            next: 0,
-            offset: 0,
-        };
-    } else if offset != state.dir.offset {
-        return Err(FsError::new(format!(
-            "directory read at offset {offset}, expected {}: read directories sequentially or restart at 0",
-            state.dir.offset
-        )));
-    }
-    let dir = &mut state.dir;
-    let mut data = Vec::new();
-    while let Some(entry) = dir.entries.get(dir.next) {
-        if data.len() + entry.len() > count as usize {
-            break;
-        }
-        data.extend_from_slice(entry);
-        dir.next += 1;
-    }
-    if data.is_empty() && dir.next < dir.entries.len() {
-        return Err(FsError::new(format!(
-            "read count {count} is too small for the next directory entry"
-        )));
-    }
-    dir.offset += data.len() as u64;
-    Ok(data)
 }

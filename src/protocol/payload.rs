@@ -120,7 +120,6 @@ pub fn parse_payload(text: &str) -> Result<Payload, PayloadError> {
     let mut seen: Vec<String> = Vec::new();
     for (i, line) in text.split('\n').enumerate() {
         let line_no = i + 1;
-        let line = line.strip_suffix('\r').unwrap_or(line);
         if line.trim().is_empty() {
             continue;
         }
@@ -191,4 +190,163 @@ pub fn coerce_fields(
         out.insert(key.clone(), json);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn types(key: &str) -> Option<String> {
+        match key {
+            "count" => Some("integer".into()),
+            "ratio" => Some("number".into()),
+            "force" => Some("boolean".into()),
+            "list" => Some("array".into()),
+            "opts" => Some("object".into()),
+            "name" => Some("string".into()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn reserved_keys_and_fields_are_split() {
+        let text = "token=t0k\ntool=grep\nagent=a1\nsession=s9\ncwd=/tmp/x\n\
+                    pattern=fo\\\\o\\nbar\ntimeout=90s\nbypass=true\n\nsandbox=strict\n";
+        let p = parse_payload(text).unwrap();
+        assert_eq!(p.token.as_deref(), Some("t0k"));
+        assert_eq!(p.tool.as_deref(), Some("grep"));
+        assert_eq!(p.agent.as_deref(), Some("a1"));
+        assert_eq!(p.session.as_deref(), Some("s9"));
+        assert_eq!(p.cwd.as_deref(), Some("/tmp/x"));
+        assert_eq!(p.args, None);
+        let fields: Vec<(&str, &str)> = p
+            .fields
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                ("pattern", "fo\\o\nbar"),
+                ("timeout", "90s"),
+                ("bypass", "true"),
+                ("sandbox", "strict")
+            ]
+        );
+        assert_eq!(p.dispatch("timeout"), Some("90s"));
+        assert_eq!(p.dispatch("pattern"), None);
+    }
+
+    #[test]
+    fn values_may_contain_equals_and_unknown_escapes_stay_literal() {
+        let p = parse_payload("expr=a=b\npath=C:\\temp\\x\\\nempty=\n").unwrap();
+        assert_eq!(p.fields[0], ("expr".into(), "a=b".into()));
+        assert_eq!(p.fields[1], ("path".into(), "C:\\temp\\x\\".into()));
+        assert_eq!(p.fields[2], ("empty".into(), "".into()));
+    }
+
+    #[test]
+    fn malformed_payloads_name_the_line() {
+        assert_eq!(
+            parse_payload("tool=x\n\njunk\n"),
+            Err(PayloadError::MissingEquals { line: 3 })
+        );
+        assert_eq!(parse_payload("=v"), Err(PayloadError::EmptyKey { line: 1 }));
+        let e = parse_payload("tool=a\ntool=b").unwrap_err();
+        assert_eq!(
+            e,
+            PayloadError::Duplicate {
+                line: 2,
+                key: "tool".into()
+            }
+        );
+        assert!(e.to_string().contains("line 2"));
+        assert!(matches!(
+            parse_payload("timeout=1\ntimeout=2"),
+            Err(PayloadError::Duplicate { .. })
+        ));
+        assert!(matches!(
+            parse_payload("args=[1,2]"),
+            Err(PayloadError::BadArgs { .. })
+        ));
+        assert!(matches!(
+            parse_payload("args={oops"),
+            Err(PayloadError::BadArgs { .. })
+        ));
+    }
+
+    #[test]
+    fn fields_are_typed_by_the_schema_and_override_args() {
+        let text = encode_payload(&[
+            ("tool", "t"),
+            ("args", r#"{"count":1,"keep":"yes","name":"old"}"#),
+            ("count", "5"),
+            ("ratio", "2.5"),
+            ("force", "true"),
+            ("list", r#"["a", 2]"#),
+            ("opts", r#"{"k": null}"#),
+            ("name", "42"),
+            ("free", "[not json"),
+            ("timeout", "30"),
+        ]);
+        let args = parse_payload(&text).unwrap().arguments(types).unwrap();
+        assert_eq!(
+            Value::Object(args),
+            json!({
+                "count": 5, "ratio": 2.5, "force": true, "list": ["a", 2],
+                "opts": {"k": null}, "name": "42", "free": "[not json", "keep": "yes"
+            })
+        );
+    }
+
+    #[test]
+    fn a_typed_field_that_is_not_json_names_the_key() {
+        let fields = vec![("count".to_owned(), "five".to_owned())];
+        let e = coerce_fields(&fields, types).unwrap_err();
+        assert!(matches!(&e, PayloadError::BadArgument { key, ty, .. }
+            if key == "count" && ty == "integer"));
+        assert!(e.to_string().contains("'count'"));
+    }
+
+    fn key() -> impl Strategy<Value = String> {
+        "[a-z_][a-z0-9_.-]{0,8}"
+    }
+
+    proptest! {
+        #[test]
+        fn encode_then_parse_round_trips(
+            pairs in prop::collection::btree_map(key(), "\\PC*|[\\\\\n=ab]*", 0..8)
+        ) {
+            let fields: Vec<(&str, &str)> = pairs
+                .iter()
+                .filter(|(k, _)| k.as_str() != "args")
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            let p = parse_payload(&encode_payload(&fields)).unwrap();
+            let mut back: Vec<(String, String)> = p.fields.clone();
+            for (k, v) in [("token", &p.token), ("tool", &p.tool), ("agent", &p.agent),
+                           ("session", &p.session), ("cwd", &p.cwd)] {
+                if let Some(v) = v {
+                    back.push((k.to_owned(), v.clone()));
+                }
+            }
+            back.sort();
+            let mut want: Vec<(String, String)> = fields
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            want.sort();
+            prop_assert_eq!(back, want);
+        }
+
+        #[test]
+        fn parse_never_panics(text in "\\PC*|[\\\\\n=a-c{}\\[\\]\"]*") {
+            if let Ok(p) = parse_payload(&text) {
+                let _ = p.arguments(|k| Some(if k.len() % 2 == 0 { "integer" } else { "array" }.into()));
+            }
+            let _ = crate::protocol::parse_timeout(&text);
+        }
+    }
 }

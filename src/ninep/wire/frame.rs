@@ -29,6 +29,15 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
     r: &mut R,
     msize: u32,
 ) -> Result<Option<Vec<u8>>, WireError> {
+    read_frame_limited(r, || msize).await
+}
+
+/// [`read_frame`] with the limit taken once the size field has arrived, so a
+/// negotiation that happened while waiting applies to the frame.
+pub async fn read_frame_limited<R: AsyncRead + Unpin>(
+    r: &mut R,
+    msize: impl Fn() -> u32,
+) -> Result<Option<Vec<u8>>, WireError> {
     let mut head = [0u8; 4];
     let mut got = 0;
     while got < head.len() {
@@ -42,7 +51,7 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
         }
         got += n;
     }
-    let size = check_size(u32::from_le_bytes(head), msize)?;
+    let size = check_size(u32::from_le_bytes(head), msize())?;
     let mut frame = vec![0u8; size];
     frame[..4].copy_from_slice(&head);
     r.read_exact(&mut frame[4..]).await.map_err(map_eof)?;

@@ -5,7 +5,7 @@ mod codec;
 mod frame;
 
 pub use codec::{decode, decode_stat, decode_stats, encode, encode_stat};
-pub use frame::{read_frame, read_frame_sync};
+pub use frame::{read_frame, read_frame_limited, read_frame_sync};
 
 use super::fs::{Qid, Stat};
 
