@@ -1,0 +1,189 @@
+//! The built-in ranker: BM25F over a tool's name, description, keywords and
+//! prompt, with per-field weights and length normalisation. No model, no I/O.
+
+use std::collections::HashMap;
+
+use super::tokenize::Analyzer;
+use super::{Doc, Hit};
+
+/// BM25 saturation constant: how quickly repeated matches stop adding score.
+const K1: f32 = 1.2;
+
+/// One searchable field of a [`Doc`] with its BM25F weight and length
+/// normalisation strength `b`.
+struct Field {
+    weight: f32,
+    b: f32,
+}
+
+/// Field order: name, description, keywords, prompt.
+///
+/// The name is short and chosen by the author to say what the tool does, so a
+/// word there weighs most. The description is the author's one-line summary.
+/// Keywords are discovery-only vocabulary (synonyms, user phrasing): useful,
+/// but lists are long and loosely related, so they weigh less than the
+/// description. The prompt is long documentation whose words are often about
+/// arguments and caveats, so it weighs least and is most length-normalised.
+const FIELDS: [Field; 4] = [
+    Field {
+        weight: 3.0,
+        b: 0.3,
+    },
+    Field {
+        weight: 2.0,
+        b: 0.5,
+    },
+    Field {
+        weight: 1.5,
+        b: 0.5,
+    },
+    Field {
+        weight: 0.6,
+        b: 0.75,
+    },
+];
+
+/// A term's occurrence in one doc, its field frequencies already weighted and
+/// length-normalised (the BM25F pseudo term frequency).
+#[derive(Debug, Clone, Copy)]
+struct Posting {
+    doc: u32,
+    tf: f32,
+}
+
+/// An inverted index over a set of [`Doc`]s, built once and queried many
+/// times. Build is linear in the text; a query touches only the postings of
+/// its own terms.
+pub struct LexicalIndex {
+    names: Vec<String>,
+    terms: HashMap<String, u32>,
+    postings: Vec<Vec<Posting>>,
+}
+
+impl LexicalIndex {
+    /// Indexes `docs`. Hits refer to docs by [`Doc::name`].
+    pub fn new(docs: &[Doc]) -> Self {
+        let mut analyzer = Analyzer::new();
+        // Per doc, per field: term counts and field length.
+        let mut per_doc: Vec<[HashMap<String, u32>; 4]> = Vec::with_capacity(docs.len());
+        let mut lens: Vec<[u32; 4]> = Vec::with_capacity(docs.len());
+        let mut total = [0f64; 4];
+        for doc in docs {
+            let keywords = doc.keywords.join("\n");
+            let texts = [
+                doc.name.as_str(),
+                doc.description.as_str(),
+                keywords.as_str(),
+                doc.prompt.as_str(),
+            ];
+            let mut counts: [HashMap<String, u32>; 4] = Default::default();
+            let mut len = [0u32; 4];
+            for (f, text) in texts.iter().enumerate() {
+                let terms = analyzer.terms(text);
+                len[f] = u32::try_from(terms.len()).unwrap_or(u32::MAX);
+                total[f] += f64::from(len[f]);
+                for t in terms {
+                    *counts[f].entry(t).or_insert(0) += 1;
+                }
+            }
+            per_doc.push(counts);
+            lens.push(len);
+        }
+        let n = docs.len().max(1) as f64;
+        let avg: [f32; 4] = std::array::from_fn(|f| ((total[f] / n) as f32).max(1.0));
+
+        let mut terms: HashMap<String, u32> = HashMap::new();
+        let mut postings: Vec<Vec<Posting>> = Vec::new();
+        for (d, counts) in per_doc.into_iter().enumerate() {
+            let mut acc: HashMap<String, f32> = HashMap::new();
+            for (f, field_counts) in counts.into_iter().enumerate() {
+                let field = &FIELDS[f];
+                let norm = 1.0 - field.b + field.b * lens[d][f] as f32 / avg[f];
+                for (term, count) in field_counts {
+                    *acc.entry(term).or_insert(0.0) += field.weight * count as f32 / norm;
+                }
+            }
+            for (term, tf) in acc {
+                let next = u32::try_from(postings.len()).unwrap_or(u32::MAX);
+                let id = *terms.entry(term).or_insert(next);
+                if id == next {
+                    postings.push(Vec::new());
+                }
+                postings[id as usize].push(Posting {
+                    doc: u32::try_from(d).unwrap_or(u32::MAX),
+                    tf,
+                });
+            }
+        }
+        Self {
+            names: docs.iter().map(|d| d.name.clone()).collect(),
+            terms,
+            postings,
+        }
+    }
+
+    /// Number of indexed docs.
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    /// True when no docs were indexed.
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    /// Raw BM25F score of every doc for `query`, indexed like the input docs.
+    /// Docs sharing no term with the query score 0.
+    pub fn scores(&self, query: &str) -> Vec<f32> {
+        let mut scores = vec![0f32; self.names.len()];
+        let mut analyzer = Analyzer::new();
+        let mut qterms: HashMap<String, u32> = HashMap::new();
+        for t in analyzer.terms(query) {
+            *qterms.entry(t).or_insert(0) += 1;
+        }
+        let n = self.names.len() as f32;
+        for (term, qtf) in qterms {
+            let Some(&id) = self.terms.get(&term) else {
+                continue;
+            };
+            let list = &self.postings[id as usize];
+            let df = list.len() as f32;
+            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+            for p in list {
+                scores[p.doc as usize] += qtf as f32 * idf * p.tf * (K1 + 1.0) / (K1 + p.tf);
+            }
+        }
+        scores
+    }
+
+    /// The best `limit` docs for `query`, best first, scores divided by the
+    /// top score (so the best hit scores 1.0 and the rest are relative to it).
+    /// Docs that match no query term are left out.
+    pub fn rank(&self, query: &str, limit: usize) -> Vec<Hit> {
+        let scores = self.scores(query);
+        top_hits(&self.names, &scores, limit)
+    }
+}
+
+/// The `limit` highest positive `scores` as hits, normalised by the top score.
+/// Ties are broken by name so results are deterministic.
+pub(crate) fn top_hits(names: &[String], scores: &[f32], limit: usize) -> Vec<Hit> {
+    let mut idx: Vec<usize> = (0..scores.len()).filter(|&i| scores[i] > 0.0).collect();
+    let by_score = |a: &usize, b: &usize| {
+        scores[*b]
+            .total_cmp(&scores[*a])
+            .then_with(|| names[*a].cmp(&names[*b]))
+    };
+    if idx.len() > limit && limit > 0 {
+        idx.select_nth_unstable_by(limit - 1, by_score);
+    }
+    idx.truncate(limit);
+    idx.sort_unstable_by(by_score);
+    let top = idx.first().map_or(1.0, |&i| scores[i]);
+    idx.into_iter()
+        .map(|i| Hit {
+            name: names[i].clone(),
+            score: scores[i] / top,
+        })
+        .collect()
+}
