@@ -13,6 +13,9 @@ use super::{Doc, Hit, LexicalIndex, Searcher, lexical};
 /// Hits looked at for recall@5.
 const K: usize = 5;
 
+/// A prepared ranker: query in, top hits out.
+type RankFn<'a> = Box<dyn Fn(&str) -> Result<Vec<Hit>, EvalError> + 'a>;
+
 /// Which ranking to evaluate.
 #[derive(Debug, Clone)]
 pub enum Ranker {
@@ -165,7 +168,7 @@ pub fn evaluate(
             });
         }
     }
-    let rank: Box<dyn Fn(&str) -> Result<Vec<Hit>, EvalError>> = match ranker {
+    let rank: RankFn<'_> = match ranker {
         Ranker::Lexical => {
             let index = LexicalIndex::new(&docs);
             Box::new(move |q| Ok(index.rank(q, K)))
