@@ -195,9 +195,19 @@ pub fn evaluate(
             })
         }
     };
+    score_queries(ranker.label(), docs.len(), &queries, rank)
+}
+
+/// Runs `queries` through `rank` and measures recall.
+fn score_queries(
+    label: &str,
+    tools: usize,
+    queries: &[Query],
+    rank: RankFn<'_>,
+) -> Result<EvalReport, EvalError> {
     let (mut at1, mut at5) = (0usize, 0usize);
     let mut misses = Vec::new();
-    for q in &queries {
+    for q in queries {
         let hits = rank(&q.query)?;
         let got: Vec<String> = hits.into_iter().map(|h| h.name).collect();
         let pos = got.iter().position(|n| q.expect.contains(n));
@@ -216,8 +226,8 @@ pub fn evaluate(
     }
     let n = queries.len().max(1) as f64;
     Ok(EvalReport {
-        ranker: ranker.label().to_string(),
-        tools: docs.len(),
+        ranker: label.to_string(),
+        tools,
         queries: queries.len(),
         recall_at_1: at1 as f64 / n,
         recall_at_5: at5 as f64 / n,
@@ -274,4 +284,46 @@ pub fn run_eval(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::search::lexical::Bm25Params;
+
+    /// Parameter sweep used to choose [`Bm25Params::default`]; run by hand with
+    /// `cargo test --release --lib tune_bm25 -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn tune_bm25() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("eval");
+        let docs = load_tools(&root.join("tools")).unwrap();
+        let queries = load_queries(&root.join("queries.json")).unwrap();
+        let mut results = Vec::new();
+        for k1 in [0.9f32, 1.2, 1.6] {
+            for name in [2.0f32, 3.0, 4.0] {
+                for desc in [1.0f32, 2.0, 3.0] {
+                    for kw in [1.0f32, 1.5, 2.0, 3.0] {
+                        for prompt in [0.3f32, 0.6, 1.0] {
+                            let mut p = Bm25Params {
+                                k1,
+                                ..Bm25Params::default()
+                            };
+                            for (f, w) in [name, desc, kw, prompt].into_iter().enumerate() {
+                                p.fields[f].weight = w;
+                            }
+                            let index = LexicalIndex::with_params(&docs, p);
+                            let rank: RankFn<'_> = Box::new(|q| Ok(index.rank(q, K)));
+                            let r = score_queries("t", docs.len(), &queries, rank).unwrap();
+                            results.push((r.recall_at_1, r.recall_at_5, p));
+                        }
+                    }
+                }
+            }
+        }
+        results.sort_by(|a, b| (b.1 + b.0 / 2.0).total_cmp(&(a.1 + a.0 / 2.0)));
+        for (at1, at5, p) in results.iter().take(20) {
+            println!("@1 {at1:.3} @5 {at5:.3} {p:?}");
+        }
+    }
 }

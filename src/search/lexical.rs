@@ -6,42 +6,54 @@ use std::collections::HashMap;
 use super::tokenize::Analyzer;
 use super::{Doc, Hit};
 
-/// BM25 saturation constant: how quickly repeated matches stop adding score.
-const K1: f32 = 1.2;
-
-/// One searchable field of a [`Doc`] with its BM25F weight and length
-/// normalisation strength `b`.
-struct Field {
-    weight: f32,
-    b: f32,
+/// One searchable field's BM25F weight and length-normalisation strength `b`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FieldParams {
+    pub weight: f32,
+    pub b: f32,
 }
 
-/// Field order: name, description, keywords, prompt.
-///
-/// The name is short and chosen by the author to say what the tool does, so a
-/// word there weighs most. The description is the author's one-line summary.
-/// Keywords are discovery-only vocabulary (synonyms, user phrasing): useful,
-/// but lists are long and loosely related, so they weigh less than the
-/// description. The prompt is long documentation whose words are often about
-/// arguments and caveats, so it weighs least and is most length-normalised.
-const FIELDS: [Field; 4] = [
-    Field {
-        weight: 3.0,
-        b: 0.3,
-    },
-    Field {
-        weight: 2.0,
-        b: 0.5,
-    },
-    Field {
-        weight: 1.5,
-        b: 0.5,
-    },
-    Field {
-        weight: 0.6,
-        b: 0.75,
-    },
-];
+/// BM25F parameters. Field order in `fields`: name, description, keywords, prompt.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bm25Params {
+    /// Saturation: how quickly repeated matches of a term stop adding score.
+    pub k1: f32,
+    pub fields: [FieldParams; 4],
+}
+
+impl Default for Bm25Params {
+    /// The name is short and chosen by the author to say what the tool does,
+    /// so a word there weighs most. The description is the author's one-line
+    /// summary. Keywords are discovery-only vocabulary (synonyms, user
+    /// phrasing): useful, but lists are long and loosely related. The prompt
+    /// is long documentation whose words are often about arguments and
+    /// caveats, so it weighs least and is most length-normalised. A sweep on
+    /// the labelled set (`eval::tests::tune_bm25`) showed a broad plateau
+    /// around these values; they were not fitted to single queries.
+    fn default() -> Self {
+        Self {
+            k1: 1.2,
+            fields: [
+                FieldParams {
+                    weight: 3.0,
+                    b: 0.3,
+                },
+                FieldParams {
+                    weight: 2.0,
+                    b: 0.5,
+                },
+                FieldParams {
+                    weight: 1.5,
+                    b: 0.5,
+                },
+                FieldParams {
+                    weight: 0.6,
+                    b: 0.75,
+                },
+            ],
+        }
+    }
+}
 
 /// A term's occurrence in one doc, its field frequencies already weighted and
 /// length-normalised (the BM25F pseudo term frequency).
@@ -55,14 +67,21 @@ struct Posting {
 /// times. Build is linear in the text; a query touches only the postings of
 /// its own terms.
 pub struct LexicalIndex {
+    k1: f32,
     names: Vec<String>,
     terms: HashMap<String, u32>,
     postings: Vec<Vec<Posting>>,
 }
 
 impl LexicalIndex {
-    /// Indexes `docs`. Hits refer to docs by [`Doc::name`].
+    /// Indexes `docs` with the default parameters. Hits refer to docs by
+    /// [`Doc::name`].
     pub fn new(docs: &[Doc]) -> Self {
+        Self::with_params(docs, Bm25Params::default())
+    }
+
+    /// Indexes `docs` with explicit BM25F parameters.
+    pub fn with_params(docs: &[Doc], params: Bm25Params) -> Self {
         let mut analyzer = Analyzer::new();
         // Per doc, per field: term counts and field length.
         let mut per_doc: Vec<[HashMap<String, u32>; 4]> = Vec::with_capacity(docs.len());
@@ -97,7 +116,7 @@ impl LexicalIndex {
         for (d, counts) in per_doc.into_iter().enumerate() {
             let mut acc: HashMap<String, f32> = HashMap::new();
             for (f, field_counts) in counts.into_iter().enumerate() {
-                let field = &FIELDS[f];
+                let field = &params.fields[f];
                 let norm = 1.0 - field.b + field.b * lens[d][f] as f32 / avg[f];
                 for (term, count) in field_counts {
                     *acc.entry(term).or_insert(0.0) += field.weight * count as f32 / norm;
@@ -116,6 +135,7 @@ impl LexicalIndex {
             }
         }
         Self {
+            k1: params.k1,
             names: docs.iter().map(|d| d.name.clone()).collect(),
             terms,
             postings,
@@ -150,7 +170,8 @@ impl LexicalIndex {
             let df = list.len() as f32;
             let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
             for p in list {
-                scores[p.doc as usize] += qtf as f32 * idf * p.tf * (K1 + 1.0) / (K1 + p.tf);
+                scores[p.doc as usize] +=
+                    qtf as f32 * idf * p.tf * (self.k1 + 1.0) / (self.k1 + p.tf);
             }
         }
         scores
