@@ -83,55 +83,54 @@ impl LexicalIndex {
     /// Indexes `docs` with explicit BM25F parameters.
     pub fn with_params(docs: &[Doc], params: Bm25Params) -> Self {
         let mut analyzer = Analyzer::new();
-        // Per doc, per field: term counts and field length.
-        let mut per_doc: Vec<[HashMap<String, u32>; 4]> = Vec::with_capacity(docs.len());
+        let mut terms: HashMap<String, u32> = HashMap::new();
+        // Per doc: (term, field) occurrences sorted, and each field's length.
+        let mut occurrences: Vec<Vec<(u32, u8)>> = Vec::with_capacity(docs.len());
         let mut lens: Vec<[u32; 4]> = Vec::with_capacity(docs.len());
         let mut total = [0f64; 4];
         for doc in docs {
-            let keywords = doc.keywords.join("\n");
-            let texts = [
-                doc.name.as_str(),
-                doc.description.as_str(),
-                keywords.as_str(),
-                doc.prompt.as_str(),
-            ];
-            let mut counts: [HashMap<String, u32>; 4] = Default::default();
+            let mut occ: Vec<(u32, u8)> = Vec::new();
             let mut len = [0u32; 4];
-            for (f, text) in texts.iter().enumerate() {
-                let terms = analyzer.terms(text);
-                len[f] = u32::try_from(terms.len()).unwrap_or(u32::MAX);
+            let keywords = doc.keywords.join("\n");
+            let texts = [&doc.name, &doc.description, &keywords, &doc.prompt];
+            for (f, text) in texts.into_iter().enumerate() {
+                analyzer.for_each_term(text, |term| {
+                    let id = match terms.get(term) {
+                        Some(&id) => id,
+                        None => {
+                            let id = u32::try_from(terms.len()).unwrap_or(u32::MAX);
+                            terms.insert(term.to_string(), id);
+                            id
+                        }
+                    };
+                    occ.push((id, f as u8));
+                    len[f] += 1;
+                });
                 total[f] += f64::from(len[f]);
-                for t in terms {
-                    *counts[f].entry(t).or_insert(0) += 1;
-                }
             }
-            per_doc.push(counts);
+            occ.sort_unstable();
+            occurrences.push(occ);
             lens.push(len);
         }
         let n = docs.len().max(1) as f64;
         let avg: [f32; 4] = std::array::from_fn(|f| ((total[f] / n) as f32).max(1.0));
 
-        let mut terms: HashMap<String, u32> = HashMap::new();
-        let mut postings: Vec<Vec<Posting>> = Vec::new();
-        for (d, counts) in per_doc.into_iter().enumerate() {
-            let mut acc: HashMap<String, f32> = HashMap::new();
-            for (f, field_counts) in counts.into_iter().enumerate() {
+        let mut postings: Vec<Vec<Posting>> = vec![Vec::new(); terms.len()];
+        for (d, occ) in occurrences.into_iter().enumerate() {
+            let norm: [f32; 4] = std::array::from_fn(|f| {
                 let field = &params.fields[f];
-                let norm = 1.0 - field.b + field.b * lens[d][f] as f32 / avg[f];
-                for (term, count) in field_counts {
-                    *acc.entry(term).or_insert(0.0) += field.weight * count as f32 / norm;
+                field.weight / (1.0 - field.b + field.b * lens[d][f] as f32 / avg[f])
+            });
+            let doc = u32::try_from(d).unwrap_or(u32::MAX);
+            let mut k = 0;
+            while k < occ.len() {
+                let term = occ[k].0;
+                let mut tf = 0f32;
+                while k < occ.len() && occ[k].0 == term {
+                    tf += norm[usize::from(occ[k].1)];
+                    k += 1;
                 }
-            }
-            for (term, tf) in acc {
-                let next = u32::try_from(postings.len()).unwrap_or(u32::MAX);
-                let id = *terms.entry(term).or_insert(next);
-                if id == next {
-                    postings.push(Vec::new());
-                }
-                postings[id as usize].push(Posting {
-                    doc: u32::try_from(d).unwrap_or(u32::MAX),
-                    tf,
-                });
+                postings[term as usize].push(Posting { doc, tf });
             }
         }
         Self {
@@ -158,9 +157,7 @@ impl LexicalIndex {
         let mut scores = vec![0f32; self.names.len()];
         let mut analyzer = Analyzer::new();
         let mut qterms: HashMap<String, u32> = HashMap::new();
-        for t in analyzer.terms(query) {
-            *qterms.entry(t).or_insert(0) += 1;
-        }
+        analyzer.for_each_term(query, |t| *qterms.entry(t.to_string()).or_insert(0) += 1);
         let n = self.names.len() as f32;
         for (term, qtf) in qterms {
             let Some(&id) = self.terms.get(&term) else {

@@ -28,47 +28,63 @@ pub fn is_stopword(word: &str) -> bool {
 /// `http`, `server`). Apostrophes inside a word are dropped (`what's` → `whats`).
 pub fn split_words(text: &str) -> Vec<String> {
     let mut out = Vec::new();
-    let chars: Vec<char> = text.chars().collect();
-    let mut cur = String::new();
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
-        if c.is_alphanumeric() {
-            if !cur.is_empty() && is_camel_boundary(&chars, i) {
-                out.push(std::mem::take(&mut cur));
-            }
-            cur.extend(c.to_lowercase());
-        } else if (c == '\'' || c == '\u{2019}')
-            && !cur.is_empty()
-            && chars.get(i + 1).is_some_and(|n| n.is_alphabetic())
-        {
-            // Contraction: keep the word whole, without the apostrophe.
-        } else if !cur.is_empty() {
-            out.push(std::mem::take(&mut cur));
-        }
-        i += 1;
-    }
-    if !cur.is_empty() {
-        out.push(cur);
-    }
+    for_each_word(text, |w| out.push(w.to_string()));
     out
 }
 
-/// A new word starts at `i` when a lowercase letter or digit is followed by
+/// [`split_words`] without allocating per word: `f` sees each word in a
+/// reused buffer.
+pub fn for_each_word(text: &str, mut f: impl FnMut(&str)) {
+    let mut cur = String::new();
+    let mut prev: Option<char> = None;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        let next = chars.peek().copied();
+        if c.is_alphanumeric() {
+            if !cur.is_empty() && is_camel_boundary(prev, c, next) {
+                f(&cur);
+                cur.clear();
+            }
+            if c.is_ascii() {
+                cur.push(c.to_ascii_lowercase());
+            } else {
+                cur.extend(c.to_lowercase());
+            }
+        } else if (c == '\'' || c == '\u{2019}')
+            && !cur.is_empty()
+            && next.is_some_and(|n| n.is_alphabetic())
+        {
+            // Contraction: keep the word whole, without the apostrophe.
+        } else if !cur.is_empty() {
+            f(&cur);
+            cur.clear();
+        }
+        prev = Some(c);
+    }
+    if !cur.is_empty() {
+        f(&cur);
+    }
+}
+
+/// A new word starts at `c` when a lowercase letter or digit is followed by
 /// an uppercase one (`camelCase`), or an uppercase run ends before a
 /// capitalised word (`HTTPServer`: boundary before `S`).
-fn is_camel_boundary(chars: &[char], i: usize) -> bool {
-    let c = chars[i];
-    let Some(&prev) = i.checked_sub(1).and_then(|p| chars.get(p)) else {
+fn is_camel_boundary(prev: Option<char>, c: char, next: Option<char>) -> bool {
+    let Some(prev) = prev else {
         return false;
     };
     if !c.is_uppercase() {
         return false;
     }
-    if prev.is_lowercase() {
+    if prev.is_lowercase() || prev.is_ascii_digit() {
         return true;
     }
-    prev.is_uppercase() && chars.get(i + 1).is_some_and(|n| n.is_lowercase())
+    prev.is_uppercase() && next.is_some_and(|n| n.is_lowercase())
+}
+
+/// True for words that are not index terms: stopwords and one-letter words.
+pub fn is_ignored(word: &str) -> bool {
+    word.chars().nth(1).is_none() || is_stopword(word)
 }
 
 /// Turns text into index terms: words, minus stopwords and one-letter words,
@@ -95,23 +111,24 @@ impl Analyzer {
     /// The terms of `text`, in order, duplicates kept (term frequency counts).
     pub fn terms(&mut self, text: &str) -> Vec<String> {
         let mut out = Vec::new();
-        for word in split_words(text) {
-            if word.chars().count() < 2 || is_stopword(&word) {
-                continue;
-            }
-            out.push(self.stem(word));
-        }
+        self.for_each_term(text, |t| out.push(t.to_string()));
         out
     }
 
-    /// Stems one lowercase word, through the memo.
-    pub fn stem(&mut self, word: String) -> String {
-        if let Some(s) = self.cache.get(&word) {
-            return s.clone();
-        }
-        let stemmed = self.stemmer.stem(&word).into_owned();
-        self.cache.insert(word, stemmed.clone());
-        stemmed
+    /// [`Self::terms`] as a callback, allocating only for words not seen before.
+    pub fn for_each_term(&mut self, text: &str, mut f: impl FnMut(&str)) {
+        for_each_word(text, |word| {
+            if is_ignored(word) {
+                return;
+            }
+            if !self.cache.contains_key(word) {
+                let stemmed = self.stemmer.stem(word).into_owned();
+                self.cache.insert(word.to_string(), stemmed);
+            }
+            if let Some(stem) = self.cache.get(word) {
+                f(stem);
+            }
+        });
     }
 }
 
@@ -136,6 +153,7 @@ mod tests {
             ["whats", "eating", "my", "disk"]
         );
         assert_eq!(split_words("mp3 to wav"), ["mp3", "to", "wav"]);
+        assert_eq!(split_words("ÜberCafé déjà"), ["über", "café", "déjà"]);
     }
 
     #[test]
