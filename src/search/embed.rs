@@ -361,3 +361,56 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
         dot / (na.sqrt() * nb.sqrt())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_and_kinds() {
+        let e = |url: &str, kind| EmbedConfig::new(url, "m", kind).endpoint();
+        assert_eq!(
+            e("http://h:1", EmbedKind::OpenAi),
+            "http://h:1/v1/embeddings"
+        );
+        assert_eq!(
+            e("http://h:1/v1/", EmbedKind::OpenAi),
+            "http://h:1/v1/embeddings"
+        );
+        assert_eq!(
+            e("http://h:1/v1/embeddings", EmbedKind::OpenAi),
+            "http://h:1/v1/embeddings"
+        );
+        assert_eq!(e("http://h:1/", EmbedKind::Ollama), "http://h:1/api/embed");
+        assert_eq!(
+            e("http://h:1/api/embed", EmbedKind::Ollama),
+            "http://h:1/api/embed"
+        );
+        assert_eq!("Ollama".parse::<EmbedKind>().unwrap(), EmbedKind::Ollama);
+        assert_eq!("".parse::<EmbedKind>().unwrap(), EmbedKind::OpenAi);
+        assert!("bert".parse::<EmbedKind>().is_err());
+    }
+
+    #[test]
+    fn api_key_is_not_in_debug_output() {
+        let mut c = EmbedConfig::new("http://h", "m", EmbedKind::OpenAi);
+        c.api_key = Some("sekrit".into());
+        assert!(!format!("{c:?}").contains("sekrit"));
+    }
+
+    #[test]
+    fn embedding_text_is_bounded() {
+        let d = Doc {
+            name: "n".into(),
+            description: "d".into(),
+            prompt: "é".repeat(5000),
+            keywords: vec!["k1".into(), "k2".into()],
+        };
+        let t = embedding_text(&d);
+        assert!(t.starts_with("n: d\nk1, k2\n"));
+        assert_eq!(t.chars().count(), MAX_TEXT_CHARS);
+        assert_eq!(cosine(&[1.0, 0.0], &[2.0, 0.0]), 1.0);
+        assert_eq!(cosine(&[1.0], &[1.0, 2.0]), 0.0);
+        assert_eq!(cosine(&[0.0, 0.0], &[1.0, 0.0]), 0.0);
+    }
+}

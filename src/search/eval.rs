@@ -8,7 +8,7 @@ use anyhow::Context as _;
 use serde::Deserialize;
 
 use super::embed::{EmbedConfig, EmbedError, EmbeddingRanker};
-use super::{Doc, Hit, LexicalIndex, Searcher, lexical};
+use super::{Doc, Hit, LexicalIndex, combine, lexical};
 
 /// Hits looked at for recall@5.
 const K: usize = 5;
@@ -180,18 +180,12 @@ pub fn evaluate(
             Box::new(move |q| Ok(lexical::top_hits(&names, &er.similarities(&docs, q)?, K)))
         }
         Ranker::Hybrid(cfg) => {
-            let s = Searcher::new(docs.clone(), Some(cfg.clone()));
+            let index = LexicalIndex::new(&docs);
+            let er = EmbeddingRanker::new(cfg.clone());
+            let docs = docs.clone();
             Box::new(move |q| {
-                let out = s.search(q, K);
-                match out.degraded {
-                    // A degraded answer is the lexical one: not a hybrid figure.
-                    Some(why) => Err(EmbedError::Request {
-                        url: cfg.endpoint(),
-                        reason: why,
-                    }
-                    .into()),
-                    None => Ok(out.hits),
-                }
+                let cos = er.similarities(&docs, q)?;
+                Ok(combine(&docs, &index.scores(q), &cos, K))
             })
         }
     };

@@ -6,13 +6,17 @@
 //! where `cosine` is the query–doc cosine similarity (negative counted as 0)
 //! divided by the best one; the combined scores are again divided by the
 //! best, so the top hit always scores 1.0. If the endpoint fails or times
-//! out, the lexical order is returned and [`SearchOutcome::degraded`] says why.
+//! out, the lexical order is returned and [`SearchOutcome::degraded`] says why;
+//! a [`Searcher`] then leaves the endpoint alone for [`RETRY_AFTER`].
 
 mod cache;
 pub mod embed;
 pub mod eval;
 pub mod lexical;
 pub mod tokenize;
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 pub use embed::{EmbedConfig, EmbedError, EmbedKind, EmbeddingRanker};
 pub use eval::{EvalReport, Miss, Ranker, evaluate, run_eval};
@@ -68,7 +72,14 @@ pub struct Searcher {
     docs: Vec<Doc>,
     index: LexicalIndex,
     embed: Option<EmbeddingRanker>,
+    /// When the endpoint last failed, and why: it is not asked again until
+    /// [`RETRY_AFTER`] has passed, so a dead or slow endpoint costs one
+    /// timeout, not one per query.
+    failed: Mutex<Option<(Instant, String)>>,
 }
+
+/// How long a [`Searcher`] ranks lexically only after the endpoint failed.
+pub const RETRY_AFTER: Duration = Duration::from_secs(30);
 
 impl Searcher {
     pub fn new(docs: Vec<Doc>, embed: Option<EmbedConfig>) -> Self {
@@ -76,6 +87,7 @@ impl Searcher {
             index: LexicalIndex::new(&docs),
             embed: embed.map(EmbeddingRanker::new),
             docs,
+            failed: Mutex::new(None),
         }
     }
 
@@ -92,13 +104,29 @@ impl Searcher {
                 degraded: None,
             };
         };
+        let mut failed = self.failed.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((when, why)) = failed.as_ref()
+            && when.elapsed() < RETRY_AFTER
+        {
+            let wait = RETRY_AFTER.saturating_sub(when.elapsed()).as_secs() + 1;
+            return SearchOutcome {
+                hits: self.index.rank(query, limit),
+                degraded: Some(format!(
+                    "{why}; results are from the lexical ranker only (endpoint retried in {wait}s)"
+                )),
+            };
+        }
         match ranker.similarities(&self.docs, query) {
-            Ok(cos) => SearchOutcome {
-                hits: combine(&self.docs, &self.index.scores(query), &cos, limit),
-                degraded: None,
-            },
+            Ok(cos) => {
+                *failed = None;
+                SearchOutcome {
+                    hits: combine(&self.docs, &self.index.scores(query), &cos, limit),
+                    degraded: None,
+                }
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "embedding ranker unavailable; lexical ranking only");
+                *failed = Some((Instant::now(), e.to_string()));
                 SearchOutcome {
                     hits: self.index.rank(query, limit),
                     degraded: Some(format!("{e}; results are from the lexical ranker only")),
@@ -114,7 +142,7 @@ pub fn search(docs: &[Doc], query: &str, opts: &SearchOptions) -> SearchOutcome 
 }
 
 /// Combines raw lexical scores and cosine similarities, as documented above.
-fn combine(docs: &[Doc], lexical: &[f32], cosine: &[f32], limit: usize) -> Vec<Hit> {
+pub(crate) fn combine(docs: &[Doc], lexical: &[f32], cosine: &[f32], limit: usize) -> Vec<Hit> {
     let top_lex = lexical.iter().copied().fold(0f32, f32::max);
     let top_cos = cosine.iter().copied().fold(0f32, f32::max);
     let rel = |x: f32, top: f32| if top > 0.0 { x.max(0.0) / top } else { 0.0 };
