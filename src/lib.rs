@@ -15,4 +15,5 @@ pub mod proc;
 pub mod protocol;
 pub mod registry;
 pub mod sandbox;
+pub mod search;
 pub mod server;
