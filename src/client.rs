@@ -21,6 +21,8 @@ pub enum SessionError {
         socket: PathBuf,
         source: ClientError,
     },
+    #[error("{socket}: the server refused the session: {message} (the client secret, from TOOLSRV_SECRET or {}, must match the first secret the server saw)", secret_path().display())]
+    Refused { socket: PathBuf, message: String },
     #[error("{path}: {source}")]
     Op { path: String, source: ClientError },
     #[error("secret file {path}: {source}")]
@@ -132,6 +134,10 @@ impl Session {
                     token: None,
                 })
             }
+            Err(ClientError::Server(message)) => Err(SessionError::Refused {
+                socket: socket.to_path_buf(),
+                message,
+            }),
             Err(e) => Err(cerr(e)),
         }
     }

@@ -11,6 +11,8 @@ mod list;
 mod ninep;
 mod run;
 mod sandbox_exec;
+mod search;
+mod search_eval;
 mod serve;
 
 /// toolsrv discovers tools from `.meta` sidecar files, serves them to agents
@@ -39,6 +41,10 @@ enum Command {
     NineP(ninep::Args),
     /// Run a command under a sandbox profile, outside the server.
     SandboxExec(sandbox_exec::Args),
+    /// Find the tools that fit a request, ranked (through a running server).
+    Search(search::Args),
+    /// Print recall@1 and recall@5 of the discovery rankers on a labelled set.
+    SearchEval(search_eval::Args),
 }
 
 /// Entry point of the binary.
@@ -53,6 +59,8 @@ pub fn main() -> ExitCode {
         Command::Check(a) => check::run(a),
         Command::NineP(a) => ninep::run(a),
         Command::SandboxExec(a) => sandbox_exec::run(a),
+        Command::Search(a) => search::run(a),
+        Command::SearchEval(a) => search_eval::run(a),
     };
     match result {
         Ok(code) => code,

@@ -32,6 +32,16 @@ pub struct Args {
     /// Path of the prompt file under the --notify target.
     #[arg(long, value_name = "TEMPLATE", default_value = crate::notify::DEFAULT_TEMPLATE)]
     notify_path: String,
+    /// Embedding endpoint for `search` (OpenAI-compatible or Ollama base URL,
+    /// plain HTTP); default $TOOLSRV_EMBED_URL. Without one, search is lexical only.
+    #[arg(long, value_name = "URL")]
+    embed_url: Option<String>,
+    /// Embedding model name (default $TOOLSRV_EMBED_MODEL).
+    #[arg(long, value_name = "MODEL", requires = "embed_url")]
+    embed_model: Option<String>,
+    /// Endpoint kind: `openai` (/v1/embeddings) or `ollama` (/api/embed).
+    #[arg(long, value_name = "KIND", default_value = "openai", value_parser = ["openai", "ollama"])]
+    embed_kind: String,
     /// Run tools without the sandbox (development only; logged loudly).
     #[arg(long)]
     yolo: bool,
@@ -94,6 +104,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         gc_age: args.gc_age,
         limits,
         profiles_dir: args.profiles_dir,
+        embed: match args.embed_url {
+            Some(url) => {
+                let kind = if args.embed_kind == "ollama" {
+                    crate::search::EmbedKind::Ollama
+                } else {
+                    crate::search::EmbedKind::OpenAi
+                };
+                let model = args
+                    .embed_model
+                    .context("--embed-url needs --embed-model")?;
+                Some(crate::search::EmbedConfig::new(url, model, kind))
+            }
+            None => crate::search::EmbedConfig::from_env().context("TOOLSRV_EMBED_* settings")?,
+        },
         notify: args
             .notify
             .map(|t| crate::notify::Notifier::new(t, args.notify_path))

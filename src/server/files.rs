@@ -13,6 +13,7 @@ pub enum File {
     All,
     Info,
     ToolsRev,
+    Search,
     BypassDir,
     Pending,
     Resolve,
@@ -68,6 +69,12 @@ const TABLE: &[Entry] = &[
     Entry {
         file: File::ToolsRev,
         name: "tools_rev",
+        parent: File::Root,
+        perm: RW,
+    },
+    Entry {
+        file: File::Search,
+        name: "search",
         parent: File::Root,
         perm: RW,
     },

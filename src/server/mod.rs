@@ -6,6 +6,7 @@ mod call;
 mod files;
 mod listen;
 mod namespace;
+mod search;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -16,11 +17,12 @@ pub use listen::{ServeError, serve};
 pub use namespace::Node;
 
 use crate::exec::Limits;
-use crate::meta::Discoverer;
+use crate::meta::{Catalog, Discoverer};
 use crate::notify::{Completion, Notifier};
 use crate::proc::{Policy, ProcTable};
 use crate::registry::Registry;
 use crate::sandbox::Profiles;
+use crate::search::{EmbedConfig, Searcher};
 
 /// How the server was started.
 #[derive(Debug, Clone)]
@@ -44,6 +46,8 @@ pub struct Config {
     pub profiles_dir: Option<PathBuf>,
     /// Completion messages for background processes.
     pub notify: Option<Notifier>,
+    /// The optional embedding ranker behind `search`.
+    pub embed: Option<EmbedConfig>,
 }
 
 /// Everything the namespace serves from.
@@ -54,6 +58,8 @@ pub struct Server {
     pub discoverer: Discoverer,
     pub procs: Arc<ProcTable>,
     pub policy: Policy,
+    /// The search index of the current catalog, rebuilt when the catalog changes.
+    searcher: std::sync::Mutex<Option<(Arc<Catalog>, Arc<Searcher>)>>,
     started_unix: u32,
     user: String,
 }
@@ -111,6 +117,7 @@ impl Server {
             discoverer: Discoverer::new(config.tools_dirs.clone()),
             procs,
             policy,
+            searcher: std::sync::Mutex::default(),
             started_unix,
             user,
             config,

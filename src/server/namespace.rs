@@ -140,6 +140,7 @@ impl Server {
                 let stats: Vec<_> = procs.iter().map(|p| p.stat()).collect();
                 json(&stats)
             }
+            File::Search => self.search(written).await,
             File::ProcNew => self.call_sync(written).await,
             File::ProcNewBg => self.call_background(written),
             File::Stat(p) => {
@@ -363,6 +364,7 @@ impl FileTree for Server {
             File::Auth
             | File::Tools
             | File::ToolsRev
+            | File::Search
             | File::ProcList
             | File::ProcNew
             | File::ProcNewBg => {

@@ -84,7 +84,7 @@ c.walk(0, f, "")
 c.open(f, int(OREAD))
 names = sorted(d.name for d in dirs(c.read(f, 8192, 0)))
 c.clunk(f)
-assert names == ["all", "bypass", "ctl", "info", "proc", "tools", "tools_rev"], names
+assert names == ["all", "bypass", "ctl", "info", "proc", "search", "tools", "tools_rev"], names
 
 info = json.loads(rdwr("info", None, OREAD))
 assert info["platform"] == "linux", info
