@@ -15,6 +15,7 @@ pub use auth::{Auth, AuthError};
 pub use listen::{ServeError, serve};
 pub use namespace::Node;
 
+use crate::bypass::{Audit, Broker, Capabilities};
 use crate::exec::Limits;
 use crate::meta::Discoverer;
 use crate::proc::{Policy, ProcTable};
@@ -41,6 +42,8 @@ pub struct Config {
     pub limits: Limits,
     /// Where sandbox profiles live (`None`: `$XDG_CONFIG_HOME/ollie/sandbox`).
     pub profiles_dir: Option<PathBuf>,
+    /// Approval timeout, audit log and sudo user of the bypass path.
+    pub bypass: crate::bypass::Settings,
 }
 
 /// Everything the namespace serves from.
@@ -51,6 +54,10 @@ pub struct Server {
     pub discoverer: Discoverer,
     pub procs: Arc<ProcTable>,
     pub policy: Policy,
+    /// Pending approvals (`bypass/pending`, `bypass/resolve`).
+    pub broker: Arc<Broker>,
+    /// The capabilities of live calls for the tool-facing bypass socket.
+    pub caps: Arc<Capabilities>,
     started_unix: u32,
     user: String,
 }
@@ -74,12 +81,21 @@ impl Server {
                 .ok_or(ServeError::NoConfigDir)?;
             Some(Profiles::new(dir))
         };
-        let policy = Policy::new(
+        let mut policy = Policy::new(
             tools_path,
             config.cwd.clone(),
             config.limits.clone(),
             profiles,
         )?;
+        let audit_path = config
+            .bypass
+            .audit_log
+            .clone()
+            .or_else(crate::bypass::default_audit_path)
+            .ok_or(crate::bypass::BypassError::NoAuditPath)?;
+        let broker = Broker::new(config.bypass.clone(), Audit::open(&audit_path)?);
+        let caps = Capabilities::new(crate::bypass::socket::socket_path(&config.listen));
+        policy.set_bypass(caps.clone());
         Ok(Server {
             auth: Auth::new(!config.no_auth).map_err(|source| ServeError::Io {
                 what: "cannot create a session token",
@@ -90,6 +106,8 @@ impl Server {
             discoverer: Discoverer::new(config.tools_dirs.clone()),
             procs: ProcTable::new(),
             policy,
+            broker,
+            caps,
             started_unix,
             user,
             config,
