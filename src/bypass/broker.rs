@@ -65,7 +65,7 @@ pub enum ResolveError {
     )]
     Syntax(String),
     #[error("resolve: no pending request with id {0} (already resolved, expired or cancelled)")]
-    NoSuch(u64),
+    NoSuch(String),
     #[error(
         "resolve: request {0} asks for a sudo password: approve with {{\"id\":{0},\"approve\":true,\"password\":\"…\"}}"
     )]
@@ -242,8 +242,13 @@ impl Broker {
     /// Apply a `bypass/resolve` write. `who` names the connection when the
     /// resolution does not name its approver.
     pub fn resolve(&self, text: &str) -> Result<(), ResolveError> {
-        let r: Resolution =
+        let v: serde_json::Value =
             serde_json::from_str(text.trim()).map_err(|e| ResolveError::Syntax(e.to_string()))?;
+        if let Some(id) = v.get("id").filter(|id| id.as_u64().is_none()) {
+            return Err(ResolveError::NoSuch(id.to_string()));
+        }
+        let r: Resolution =
+            serde_json::from_value(v).map_err(|e| ResolveError::Syntax(e.to_string()))?;
         let password = r.password.map(Zeroizing::new);
         let approver: String = r
             .approver
@@ -255,11 +260,16 @@ impl Broker {
             .collect();
         let entry = {
             let mut q = self.lock();
-            let e = q.entries.get(&r.id).ok_or(ResolveError::NoSuch(r.id))?;
+            let e = q
+                .entries
+                .get(&r.id)
+                .ok_or_else(|| ResolveError::NoSuch(r.id.to_string()))?;
             if e.req.kind == Kind::Credential && r.approve && password.is_none() {
                 return Err(ResolveError::PasswordMissing(r.id));
             }
-            q.entries.remove(&r.id).ok_or(ResolveError::NoSuch(r.id))?
+            q.entries
+                .remove(&r.id)
+                .ok_or_else(|| ResolveError::NoSuch(r.id.to_string()))?
         };
         let decision = if r.approve {
             let event = match entry.req.kind {

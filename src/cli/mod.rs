@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod approve;
 mod call;
 mod check;
 mod list;
@@ -39,6 +40,8 @@ enum Command {
     NineP(ninep::Args),
     /// Run a command under a sandbox profile, outside the server.
     SandboxExec(sandbox_exec::Args),
+    /// Approve or reject bypass and sudo requests of a running server.
+    Approve(approve::Args),
 }
 
 /// Entry point of the binary.
@@ -53,6 +56,7 @@ pub fn main() -> ExitCode {
         Command::Check(a) => check::run(a),
         Command::NineP(a) => ninep::run(a),
         Command::SandboxExec(a) => sandbox_exec::run(a),
+        Command::Approve(a) => approve::run(a),
     };
     match result {
         Ok(code) => code,
