@@ -168,3 +168,129 @@ pub fn open_up(p: &Path) {
         cur = d.parent();
     }
 }
+
+/// Whether every directory above `p` lets others through and `p` is
+/// readable and executable by others.
+fn reachable_by_others(p: &Path) -> bool {
+    let file_ok = std::fs::metadata(p).is_ok_and(|m| m.permissions().mode() & 0o005 == 0o005);
+    file_ok
+        && p.ancestors()
+            .skip(1)
+            .all(|d| std::fs::metadata(d).is_ok_and(|m| m.permissions().mode() & 0o001 != 0))
+}
+
+impl Bypass {
+    /// Start `toolsrv serve` as the system user `user` (tests run as root),
+    /// in a directory under /tmp that user owns.
+    pub fn start_as(user: &str, extra: &[&str], seed: impl FnOnce(&Path)) -> Bypass {
+        use std::os::unix::process::CommandExt;
+        let uid = uid_of(user).expect("test user exists");
+        let gid: u32 = String::from_utf8(
+            Command::new("id")
+                .arg("-g")
+                .arg(user)
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("toolsrv-bypass-")
+            .tempdir_in("/tmp")
+            .unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let tools = dir.path().join("tools");
+        std::fs::create_dir_all(&tools).unwrap();
+        seed(&tools);
+        let mut bin = PathBuf::from(crate::common::bin());
+        if !reachable_by_others(&bin) {
+            let copy = dir.path().join("toolsrv");
+            std::fs::copy(&bin, &copy).unwrap();
+            bin = copy;
+        }
+        let st = Command::new("chown")
+            .arg("-R")
+            .arg(format!("{uid}:{gid}"))
+            .arg(dir.path())
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let socket = dir.path().join("run/toolsrv.sock");
+        let audit = dir.path().join("state/audit.jsonl");
+        let log = dir.path().join("server.log");
+        let logf = std::fs::File::create(&log).unwrap();
+        let child = Command::new(&bin)
+            .arg("serve")
+            .arg("--listen")
+            .arg(&socket)
+            .arg("--tools")
+            .arg(&tools)
+            .arg("--cwd")
+            .arg(dir.path())
+            .arg("--audit-log")
+            .arg(&audit)
+            .args(extra)
+            .uid(uid)
+            .gid(gid)
+            .env("USER", user)
+            .env("LOGNAME", user)
+            .env("HOME", dir.path())
+            .env("RUST_LOG", "debug")
+            .env("XDG_CONFIG_HOME", dir.path().join("config"))
+            .env_remove("TOOLSRV_SECRET")
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(logf)
+            .spawn()
+            .unwrap();
+        let s = TestServer {
+            dir,
+            socket,
+            tools,
+            child: Some(child),
+            log,
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::os::unix::net::UnixStream::connect(&s.socket).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "server (as {user}) is not accepting; log:\n{}",
+                s.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Bypass {
+            s,
+            audit,
+            _state: tempfile::tempdir().unwrap(),
+        }
+    }
+}
+
+/// Every process whose argument list or environment contains `needle`
+/// (other than this test process).
+pub fn procs_exposing(needle: &str) -> Vec<String> {
+    let me = std::process::id().to_string();
+    let mut hits = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return hits;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.bytes().all(|b| b.is_ascii_digit()) || name == me {
+            continue;
+        }
+        for what in ["cmdline", "environ"] {
+            if let Ok(data) = std::fs::read(e.path().join(what))
+                && data.windows(needle.len()).any(|w| w == needle.as_bytes())
+            {
+                hits.push(format!("{name}/{what}: {}", String::from_utf8_lossy(&data)));
+            }
+        }
+    }
+    hits
+}
