@@ -13,6 +13,7 @@ use toolsrv::client::Session;
 use toolsrv::ninep::fs::OREAD;
 use toolsrv::protocol::ToolResult;
 
+#[allow(unused_imports)]
 pub use crate::common::{TestServer, alive, eventually, write_tool};
 
 /// The secret every test client uses.
