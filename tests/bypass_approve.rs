@@ -269,3 +269,64 @@ fn auto_reject_approver_rejects_and_identifies_itself() {
     assert!(!inside.exists());
     assert!(alive(b.s.pid()));
 }
+
+#[test]
+fn desktop_approver_uses_zenity() {
+    let b = Bypass::start(&[], tools);
+    let mut c = b.session();
+    c.write("ctl", b"load a etouch").unwrap();
+    // A stand-in zenity that records its arguments and says yes.
+    let fake = tempfile::tempdir().unwrap();
+    let record = fake.path().join("asked");
+    common::write_tool(
+        fake.path(),
+        "zenity",
+        "{}",
+        Some(&format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$@\" >> '{}'\nexit 0\n",
+            record.display()
+        )),
+    );
+    let path = format!(
+        "{}:{}",
+        fake.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    // Without a display it refuses clearly.
+    let out =
+        b.s.client_cmd()
+            .env("TOOLSRV_SECRET", "k")
+            .env_remove("DISPLAY")
+            .env_remove("WAYLAND_DISPLAY")
+            .env("PATH", &path)
+            .args(["approve", "--desktop", "--once"])
+            .output()
+            .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("DISPLAY"),
+        "{out:?}"
+    );
+
+    let inside = b.s.dir.path().join("desktop");
+    let h = b.call_in_thread("a", "etouch", json!({"path": inside.to_str().unwrap()}));
+    let out =
+        b.s.client_cmd()
+            .env("TOOLSRV_SECRET", "k")
+            .env("DISPLAY", ":99")
+            .env_remove("WAYLAND_DISPLAY")
+            .env("USER", "erin")
+            .env("PATH", &path)
+            .args(["approve", "--desktop", "--once"])
+            .output()
+            .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let r = h.join().unwrap();
+    assert!(!r.is_error, "{r:?}");
+    assert!(inside.exists());
+    let asked = std::fs::read_to_string(&record).unwrap();
+    assert!(asked.contains("--question"), "{asked}");
+    assert!(asked.contains("tool:    etouch"), "{asked}");
+    let audit = b.audit_lines();
+    assert_eq!(audit[1]["approver"], "desktop:zenity:erin@:99");
+}
