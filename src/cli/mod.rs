@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod approve;
 mod call;
 mod check;
 mod list;
@@ -27,7 +28,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Serve the tool namespace over 9P2000 on a Unix socket.
-    Serve(serve::Args),
+    Serve(Box<serve::Args>),
     /// Call a tool through a running server and print its result.
     Call(call::Args),
     /// Run one tool call locally, without a server, and print its result.
@@ -45,6 +46,8 @@ enum Command {
     Search(search::Args),
     /// Print recall@1 and recall@5 of the discovery rankers on a labelled set.
     SearchEval(search_eval::Args),
+    /// Approve or reject bypass and sudo requests of a running server.
+    Approve(approve::Args),
 }
 
 /// Entry point of the binary.
@@ -52,7 +55,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging();
     let result = match cli.command {
-        Command::Serve(a) => serve::run(a),
+        Command::Serve(a) => serve::run(*a),
         Command::Call(a) => call::run(a),
         Command::Run(a) => run::run(a),
         Command::List(a) => list::run(a),
@@ -61,6 +64,7 @@ pub fn main() -> ExitCode {
         Command::SandboxExec(a) => sandbox_exec::run(a),
         Command::Search(a) => search::run(a),
         Command::SearchEval(a) => search_eval::run(a),
+        Command::Approve(a) => approve::run(a),
     };
     match result {
         Ok(code) => code,

@@ -63,6 +63,16 @@ pub struct Args {
     /// Captured output kept per process, in bytes (the pipe is drained past it).
     #[arg(long, default_value_t = 4 << 20)]
     output_cap: usize,
+    /// A bypass/sudo approval not given within this time is rejected.
+    #[arg(long, value_parser = parse_duration, default_value = "120s")]
+    bypass_timeout: Duration,
+    /// JSON-lines audit log of bypass decisions
+    /// (default: $XDG_STATE_HOME/toolsrv/audit.jsonl, else ~/.local/state/toolsrv/audit.jsonl).
+    #[arg(long, value_name = "PATH")]
+    audit_log: Option<PathBuf>,
+    /// The user `sudo: true` tools run as.
+    #[arg(long, value_name = "USER", default_value = "root")]
+    sudo_user: String,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -122,6 +132,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .notify
             .map(|t| crate::notify::Notifier::new(t, args.notify_path))
             .transpose()?,
+        bypass: crate::bypass::Settings {
+            timeout: args.bypass_timeout,
+            audit_log: args.audit_log,
+            sudo_user: args.sudo_user,
+        },
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

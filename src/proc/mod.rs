@@ -2,7 +2,8 @@
 //! wait/stat/ctl, and garbage collection of finished processes.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -10,11 +11,12 @@ use serde::Serialize;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::exec::{self, Call, Outcome, Output};
+use crate::exec::{self, Call, ExitInfo, Outcome, Output};
+use crate::protocol::ToolResult;
 
 mod prepare;
 
-pub use prepare::{DEFAULT_PROFILE, Policy, Request};
+pub use prepare::{DEFAULT_PROFILE, Planned, Policy, Request};
 
 /// Why a process-control request was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -64,6 +66,8 @@ pub struct Proc {
     pub output: Arc<Output>,
     cancel: CancellationToken,
     os_pid: AtomicU32,
+    /// Waiting at the bypass broker's gate (`stat` says `pending-approval`).
+    gated: AtomicBool,
     done: watch::Sender<Option<Arc<Finished>>>,
 }
 
@@ -147,6 +151,9 @@ impl Proc {
         let fin = self.finished();
         let (runtime, state) = match &fin {
             Some(f) => (f.ended_at.duration_since(self.started_at), "exited"),
+            None if self.gated.load(Ordering::Acquire) => {
+                (self.started_at.elapsed(), "pending-approval")
+            }
             None => (self.started_at.elapsed(), "running"),
         };
         let o = fin.as_ref().map(|f| &f.outcome);
@@ -209,8 +216,27 @@ impl ProcTable {
 
     /// Start `call` as a new tracked process; it runs until it ends or is cancelled.
     pub fn start(&self, info: ProcInfo, call: Call) -> Arc<Proc> {
+        let cap = call.limits.output_cap;
+        self.start_gated(info, cap, false, |_| async move { Ok(call) })
+    }
+
+    /// Start a process that first waits at a gate (the bypass broker):
+    /// `gate` gets the new PID and gives the call to run, or the result of a
+    /// call that will not run. With `gated`, `stat` says `pending-approval`
+    /// until the gate opens; cancelling the process drops the gate future.
+    pub fn start_gated<F, G>(
+        &self,
+        info: ProcInfo,
+        output_cap: usize,
+        gated: bool,
+        gate: G,
+    ) -> Arc<Proc>
+    where
+        G: FnOnce(u64) -> F,
+        F: Future<Output = Result<Call, ToolResult>> + Send + 'static,
+    {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let output = Arc::new(Output::new(call.limits.output_cap));
+        let output = Arc::new(Output::new(output_cap));
         let proc = Arc::new(Proc {
             id,
             info,
@@ -219,13 +245,47 @@ impl ProcTable {
             output: output.clone(),
             cancel: CancellationToken::new(),
             os_pid: AtomicU32::new(0),
+            gated: AtomicBool::new(gated),
             done: watch::Sender::new(None),
         });
         self.lock().insert(id, proc.clone());
         let p = proc.clone();
         let on_exit = self.on_exit.clone();
+        let gate = gate(id);
         tokio::spawn(async move {
             let cancel = p.cancel.clone();
+            let opened = tokio::select! {
+                r = gate => r,
+                () = cancel.cancelled() => Err(ToolResult::error(format!(
+                    "tool `{}` was cancelled while waiting for approval",
+                    p.info.tool
+                ))),
+            };
+            p.gated.store(false, Ordering::Release);
+            let call = match opened {
+                Ok(call) => call,
+                Err(result) => {
+                    output.finish();
+                    let outcome = Outcome {
+                        result,
+                        status: ExitInfo::default(),
+                        timed_out: false,
+                        cancelled: cancel.is_cancelled(),
+                        truncated: false,
+                        duration: p.started_at.elapsed(),
+                    };
+                    let fin = Arc::new(Finished {
+                        outcome,
+                        ended: SystemTime::now(),
+                        ended_at: Instant::now(),
+                    });
+                    p.done.send_replace(Some(fin.clone()));
+                    if let Some(hook) = on_exit.get() {
+                        hook(&p, &fin);
+                    }
+                    return;
+                }
+            };
             let outcome = exec::run(call, output, cancel, |pid| {
                 p.os_pid.store(pid, Ordering::Release);
             })

@@ -1,5 +1,6 @@
 //! What a call needs before it runs: dispatch fields, argument validation,
-//! command validation and cool-down, environment, and the sandbox.
+//! command validation and cool-down, environment, and the sandbox — or, for
+//! a call that must leave the sandbox, the plan the bypass broker approves.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -9,6 +10,8 @@ use std::time::SystemTime;
 use serde_json::{Map, Value};
 
 use super::ProcInfo;
+use crate::bypass::socket::CallIdentity;
+use crate::bypass::{Capabilities, CapabilityGuard, Plan};
 use crate::exec::{self, Call, Limits};
 use crate::meta::{Command, Tool};
 use crate::protocol::{ToolResult, take_dispatch};
@@ -28,6 +31,22 @@ pub struct Request {
     pub background: bool,
 }
 
+/// A prepared call: ready to run, or waiting for approval first.
+pub enum Planned {
+    Ready {
+        info: ProcInfo,
+        call: Call,
+        /// Keeps the call's bypass-socket capability valid; drop it when the call ends.
+        capability: Option<CapabilityGuard>,
+    },
+    /// Runs outside the sandbox once the broker approves (`Broker::gate`).
+    Approval {
+        info: ProcInfo,
+        plan: Plan,
+        capability: Option<CapabilityGuard>,
+    },
+}
+
 /// A loaded profile and the modification time of its file then.
 type CachedProfile = (Option<SystemTime>, Arc<Profile>);
 
@@ -40,6 +59,8 @@ pub struct Policy {
     profiles: Option<Profiles>,
     cooldown: Cooldown,
     cache: Mutex<HashMap<String, CachedProfile>>,
+    /// The bypass socket and capabilities given to every call (server only).
+    bypass: Option<Arc<Capabilities>>,
 }
 
 impl Policy {
@@ -62,7 +83,13 @@ impl Policy {
             profiles,
             cooldown: Cooldown::new(cooldown),
             cache: Mutex::default(),
+            bypass: None,
         })
+    }
+
+    /// Give every call `OLLIE_BYPASS_SOCKET` and its own `OLLIE_BYPASS_CAPABILITY`.
+    pub fn set_bypass(&mut self, caps: Arc<Capabilities>) {
+        self.bypass = Some(caps);
     }
 
     pub fn enforcing(&self) -> bool {
@@ -86,7 +113,21 @@ impl Policy {
     }
 
     /// Turn a request into a runnable call, or the refusal the model sees.
+    /// A call that needs approval is refused: there is no broker here
+    /// (`toolsrv run`); the server uses [`Policy::plan`].
     pub fn prepare(&self, req: Request) -> Result<(ProcInfo, Call), ToolResult> {
+        match self.plan(req)? {
+            Planned::Ready { info, call, .. } => Ok((info, call)),
+            Planned::Approval { info, .. } => Err(ToolResult::error(format!(
+                "{}: this call needs approval to run outside the sandbox, and no approver is configured here; call it through `toolsrv serve` and approve it with `toolsrv approve`",
+                info.tool
+            ))),
+        }
+    }
+
+    /// Turn a request into a runnable call, a plan awaiting approval, or the
+    /// refusal the model sees.
+    pub fn plan(&self, req: Request) -> Result<Planned, ToolResult> {
         let Request {
             tool,
             mut args,
@@ -118,25 +159,40 @@ impl Policy {
                 cwd.display()
             )));
         }
-        if dispatch.bypass || tool.bypass || tool.sudo {
-            return Err(refuse(
-                "this call needs approval to run outside the sandbox, and no approver is configured"
-                    .into(),
-            ));
-        }
+        let needs_approval = dispatch.bypass || tool.bypass || tool.sudo;
         let command_text = match &command {
             Command::Exec(p) => p.display().to_string(),
             Command::Shell(s) => s.clone(),
         };
-        let env = exec::tool_env(
+        let mut env = exec::tool_env(
             std::env::vars_os(),
             &self.tools_path,
             &cwd,
             session.as_deref(),
             Some(&agent),
         );
+        let capability = match &self.bypass {
+            None => None,
+            Some(caps) => {
+                env.retain(|(k, _)| k != "OLLIE_BYPASS_SOCKET" && k != "OLLIE_BYPASS_CAPABILITY");
+                env.push(("OLLIE_BYPASS_SOCKET".into(), caps.socket.clone().into()));
+                let ident = CallIdentity::new(
+                    name.to_string(),
+                    agent.clone(),
+                    session.clone(),
+                    cwd.clone(),
+                    env.clone(),
+                );
+                let (token, guard) = caps
+                    .mint(ident)
+                    .map_err(|e| refuse(format!("cannot create a bypass capability: {e}")))?;
+                env.push(("OLLIE_BYPASS_CAPABILITY".into(), token.into()));
+                Some(guard)
+            }
+        };
 
         let (env, pre_exec) = match &self.profiles {
+            None if needs_approval => (env, None),
             None => {
                 tracing::warn!(tool = name, agent, "--yolo: running unconfined");
                 (env, None)
@@ -152,26 +208,31 @@ impl Policy {
                     tracing::warn!(tool = name, agent, rule = %rej.rule, "validation rejected a call");
                     return Err(refuse(msg));
                 }
-                let exe: &Path = match &command {
-                    Command::Exec(p) => p,
-                    Command::Shell(_) => Path::new("/bin/sh"),
-                };
-                let prepared = profile
-                    .prepare(&ExpandContext::from_process(&cwd), Some(exe))
-                    .map_err(|e| refuse(e.to_string()))?;
-                let missing = prepared.not_enforced();
-                if !missing.is_empty() {
-                    tracing::warn!(tool = name, profile = profile_name, not_enforced = ?missing, "sandbox runs in best-effort mode");
+                if needs_approval {
+                    // Approved calls run unconfined: no sandbox to prepare.
+                    (env, None)
+                } else {
+                    let exe: &Path = match &command {
+                        Command::Exec(p) => p,
+                        Command::Shell(_) => Path::new("/bin/sh"),
+                    };
+                    let prepared = profile
+                        .prepare(&ExpandContext::from_process(&cwd), Some(exe))
+                        .map_err(|e| refuse(e.to_string()))?;
+                    let missing = prepared.not_enforced();
+                    if !missing.is_empty() {
+                        tracing::warn!(tool = name, profile = profile_name, not_enforced = ?missing, "sandbox runs in best-effort mode");
+                    }
+                    (prepared.filter_env(env), Some(prepared.into_pre_exec()))
                 }
-                (prepared.filter_env(env), Some(prepared.into_pre_exec()))
             }
         };
 
         let info = ProcInfo {
             tool: name.to_string(),
-            agent,
-            session,
-            command: command_text,
+            agent: agent.clone(),
+            session: session.clone(),
+            command: command_text.clone(),
             background,
         };
         let call = Call {
@@ -184,6 +245,24 @@ impl Policy {
             limits: self.limits.clone(),
             pre_exec,
         };
-        Ok((info, call))
+        if needs_approval {
+            let plan = Plan {
+                call,
+                sudo: tool.sudo,
+                agent,
+                session,
+                command: command_text,
+            };
+            return Ok(Planned::Approval {
+                info,
+                plan,
+                capability,
+            });
+        }
+        Ok(Planned::Ready {
+            info,
+            call,
+            capability,
+        })
     }
 }

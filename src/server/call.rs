@@ -1,15 +1,13 @@
 //! From a `proc/new` payload to a running process: token, agent registry,
-//! argument coercion and validation, dispatch fields, environment.
+//! argument coercion and validation, dispatch fields, environment, and the
+//! bypass namespace (`bypass/pending`, `bypass/resolve`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde_json::Value;
-
 use super::Server;
-use crate::exec::Call;
 use crate::ninep::fs::FsError;
-use crate::proc::{Proc, ProcInfo, Request};
+use crate::proc::{Planned, Proc, Request};
 use crate::protocol::{self, ToolResult};
 
 /// Cancels a process when the request waiting for it goes away (flush or clunk).
@@ -33,11 +31,11 @@ fn result_bytes(r: &ToolResult) -> Result<Arc<[u8]>, FsError> {
 impl Server {
     /// `proc/new`: run the call and answer its `ToolResult`.
     pub(super) async fn call_sync(&self, written: &[u8]) -> Result<Arc<[u8]>, FsError> {
-        let (info, call) = match self.prepare(written, false)? {
+        let planned = match self.prepare(written, false)? {
             Ok(prepared) => prepared,
             Err(refusal) => return result_bytes(&refusal),
         };
-        let proc = self.procs.start(info, call);
+        let proc = self.start(planned);
         let mut guard = CancelOnDrop(Some(proc.clone()));
         let fin = proc.wait().await;
         guard.0 = None;
@@ -46,11 +44,44 @@ impl Server {
 
     /// `proc/new.bg`: start the call and answer its PID.
     pub(super) fn call_background(&self, written: &[u8]) -> Result<Arc<[u8]>, FsError> {
-        let (info, call) = self
+        let planned = self
             .prepare(written, true)?
             .map_err(|r| FsError(r.joined_text()))?;
-        let proc = self.procs.start(info, call);
+        let proc = self.start(planned);
         Ok(format!("{}\n", proc.id).into_bytes().into())
+    }
+
+    /// Put a prepared call in the process table: at once, or behind the
+    /// broker's gate. Its bypass capability lives until the process ends.
+    fn start(&self, planned: Planned) -> Arc<Proc> {
+        let (proc, capability) = match planned {
+            Planned::Ready {
+                info,
+                call,
+                capability,
+            } => (self.procs.start(info, call), capability),
+            Planned::Approval {
+                info,
+                plan,
+                capability,
+            } => {
+                let broker = self.broker.clone();
+                let cap = self.config.limits.output_cap;
+                let proc = self
+                    .procs
+                    .start_gated(info, cap, true, move |id| broker.gate(plan, id));
+                (proc, capability)
+            }
+        };
+        if let Some(capability) = capability {
+            capability.set_proc(proc.id);
+            let p = proc.clone();
+            tokio::spawn(async move {
+                p.wait().await;
+                drop(capability);
+            });
+        }
+        proc
     }
 
     /// Parse and check a request. The outer error is a protocol refusal
@@ -59,7 +90,7 @@ impl Server {
         &self,
         written: &[u8],
         background: bool,
-    ) -> Result<Result<(ProcInfo, Call), ToolResult>, FsError> {
+    ) -> Result<Result<Planned, ToolResult>, FsError> {
         let text = std::str::from_utf8(written)
             .map_err(|_| FsError::new("request payload is not UTF-8"))?;
         let payload = protocol::parse_payload(text)
@@ -86,7 +117,7 @@ impl Server {
         tool_name: String,
         agent: String,
         background: bool,
-    ) -> Result<(ProcInfo, Call), ToolResult> {
+    ) -> Result<Planned, ToolResult> {
         let tool = self.registry.lookup(&agent, &tool_name).map_err(|e| {
             ToolResult::error(format!(
                 "{e}: write `load {agent} {tool_name}` to ctl first"
@@ -100,7 +131,7 @@ impl Server {
             .as_deref()
             .filter(|c| !c.is_empty())
             .map(PathBuf::from);
-        self.policy.prepare(Request {
+        self.policy.plan(Request {
             tool,
             args,
             cwd,
@@ -110,20 +141,23 @@ impl Server {
         })
     }
 
-    /// `bypass/pending`: the broker comes with the bypass work; until then
-    /// nothing is ever pending and the read blocks until cancelled.
-    pub(super) async fn bypass_pending(&self) -> Result<Arc<[u8]>, FsError> {
-        std::future::pending().await
+    /// `bypass/pending`: the next request no other observer holds, as JSON;
+    /// it stays with this fid (`claims`) until resolved or the fid is clunked.
+    pub(super) async fn bypass_pending(
+        &self,
+        claims: &crate::bypass::Claims,
+    ) -> Result<Arc<[u8]>, FsError> {
+        let req = self.broker.next(claims).await;
+        let mut v = serde_json::to_vec(&req).map_err(|e| FsError(e.to_string()))?;
+        v.push(b'\n');
+        Ok(v.into())
     }
 
-    /// `bypass/resolve`: rejects every ID, since nothing is pending.
+    /// `bypass/resolve`: `{"id":N,"approve":bool}` (+ `"password"` for a
+    /// credential request, `"approver"` naming who decided, `"reason"`).
     pub(super) fn bypass_resolve(&self, text: &str) -> Result<(), FsError> {
-        let v: Value = serde_json::from_str(text).map_err(|e| {
-            FsError(format!(
-                "resolve: expected {{\"id\":…,\"approve\":true|false}}: {e}"
-            ))
-        })?;
-        let id = v.get("id").map(|i| i.to_string()).unwrap_or_default();
-        Err(FsError(format!("resolve: no pending request with id {id}")))
+        self.broker
+            .resolve(text)
+            .map_err(|e| FsError(e.to_string()))
     }
 }

@@ -25,6 +25,8 @@ pub enum ServeError {
     NoConfigDir,
     #[error(transparent)]
     Sandbox(#[from] crate::sandbox::SandboxError),
+    #[error(transparent)]
+    Bypass(#[from] crate::bypass::BypassError),
     #[error("{what} {path}: {source}")]
     Io {
         what: &'static str,
@@ -83,6 +85,12 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     }
     let server = Arc::new(Server::new(config.clone())?);
     let listener = bind(&config.listen)?;
+    let bypass_socket = crate::bypass::socket::listen(
+        &server.caps.socket,
+        server.broker.clone(),
+        server.caps.clone(),
+        config.limits.clone(),
+    )?;
     tracing::info!(socket = %config.listen.display(), tools = ?config.tools_dirs, "listening");
 
     let (stop_tx, mut stop_rx) = watch::channel(None::<Stop>);
@@ -155,6 +163,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
 
     tracing::info!(reason = ?reason, "stopping: killing processes and removing the socket");
     drop(listener);
+    drop(bypass_socket);
     server.procs.kill_all().await;
     if let Err(e) = std::fs::remove_file(&config.listen) {
         tracing::warn!(error = %e, socket = %config.listen.display(), "cannot remove socket");

@@ -16,6 +16,7 @@ pub use auth::{Auth, AuthError};
 pub use listen::{ServeError, serve};
 pub use namespace::Node;
 
+use crate::bypass::{Audit, Broker, Capabilities};
 use crate::exec::Limits;
 use crate::meta::{Catalog, Discoverer};
 use crate::notify::{Completion, Notifier};
@@ -48,6 +49,8 @@ pub struct Config {
     pub notify: Option<Notifier>,
     /// The optional embedding ranker behind `search`.
     pub embed: Option<EmbedConfig>,
+    /// Approval timeout, audit log and sudo user of the bypass path.
+    pub bypass: crate::bypass::Settings,
 }
 
 /// Everything the namespace serves from.
@@ -60,6 +63,10 @@ pub struct Server {
     pub policy: Policy,
     /// The search index of the current catalog, rebuilt when the catalog changes.
     searcher: std::sync::Mutex<Option<(Arc<Catalog>, Arc<Searcher>)>>,
+    /// Pending approvals (`bypass/pending`, `bypass/resolve`).
+    pub broker: Arc<Broker>,
+    /// The capabilities of live calls for the tool-facing bypass socket.
+    pub caps: Arc<Capabilities>,
     started_unix: u32,
     user: String,
 }
@@ -83,7 +90,7 @@ impl Server {
                 .ok_or(ServeError::NoConfigDir)?;
             Some(Profiles::new(dir))
         };
-        let policy = Policy::new(
+        let mut policy = Policy::new(
             tools_path,
             config.cwd.clone(),
             config.limits.clone(),
@@ -107,6 +114,15 @@ impl Server {
                 });
             }));
         }
+        let audit_path = config
+            .bypass
+            .audit_log
+            .clone()
+            .or_else(crate::bypass::default_audit_path)
+            .ok_or(crate::bypass::BypassError::NoAuditPath)?;
+        let broker = Broker::new(config.bypass.clone(), Audit::open(&audit_path)?);
+        let caps = Capabilities::new(crate::bypass::socket::socket_path(&config.listen));
+        policy.set_bypass(caps.clone());
         Ok(Server {
             auth: Auth::new(!config.no_auth).map_err(|source| ServeError::Io {
                 what: "cannot create a session token",
@@ -118,6 +134,8 @@ impl Server {
             procs,
             policy,
             searcher: std::sync::Mutex::default(),
+            broker,
+            caps,
             started_unix,
             user,
             config,

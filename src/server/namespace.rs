@@ -19,6 +19,8 @@ pub struct Node {
     file: File,
     authed: AtomicBool,
     state: Mutex<FidState>,
+    /// Bypass requests this fid read from `bypass/pending`; re-offered when it goes.
+    claims: crate::bypass::Claims,
 }
 
 #[derive(Default)]
@@ -34,6 +36,7 @@ impl Node {
             file,
             authed: AtomicBool::new(false),
             state: Mutex::default(),
+            claims: crate::bypass::Claims::default(),
         }
     }
 }
@@ -152,7 +155,6 @@ impl Server {
                 let fin = proc.wait().await;
                 Ok(format!("{}\n", fin.code()).into_bytes().into())
             }
-            File::Pending => self.bypass_pending().await,
             _ => Err(FsError::new(format!("{} is not readable", file.name()))),
         }
     }
@@ -346,7 +348,10 @@ impl FileTree for Server {
             );
         if state.reply.is_none() || rerun {
             let written = state.written.clone();
-            let reply = self.content(node.file, &written).await?;
+            let reply = match node.file {
+                File::Pending => self.bypass_pending(&node.claims).await?,
+                f => self.content(f, &written).await?,
+            };
             if node.file == File::Auth {
                 node.authed.store(true, Ordering::Release);
             }
