@@ -13,5 +13,6 @@ pub mod ninep;
 pub mod proc;
 pub mod protocol;
 pub mod registry;
+pub mod remote;
 pub mod sandbox;
 pub mod server;

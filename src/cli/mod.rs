@@ -9,6 +9,7 @@ mod call;
 mod check;
 mod list;
 mod ninep;
+mod remote;
 mod run;
 mod sandbox_exec;
 mod serve;
@@ -39,6 +40,8 @@ enum Command {
     NineP(ninep::Args),
     /// Run a command under a sandbox profile, outside the server.
     SandboxExec(sandbox_exec::Args),
+    /// Deploy toolsrv to a host over SSH and serve its tools on a local socket.
+    Remote(remote::Args),
 }
 
 /// Entry point of the binary.
@@ -53,6 +56,7 @@ pub fn main() -> ExitCode {
         Command::Check(a) => check::run(a),
         Command::NineP(a) => ninep::run(a),
         Command::SandboxExec(a) => sandbox_exec::run(a),
+        Command::Remote(a) => remote::run(a),
     };
     match result {
         Ok(code) => code,
