@@ -395,5 +395,28 @@ fn deploy_call_reconnect_restart_and_tear_down() {
     assert!(!remote_sock.exists(), "remote socket left behind");
     assert!(!local_sock.exists(), "local socket left behind");
     assert!(!remote_dir.join("run/toolsrv.pid").exists());
+
+    // A second session reuses the installed binary; Ctrl-C tears it down too.
+    let mut again = Remote::spawn(&args, h);
+    assert_eq!(again.ready(), local_sock);
+    assert!(
+        again.log_text().contains("up to date"),
+        "{}",
+        again.log_text()
+    );
+    let o = call(&local_sock, h, "hello");
+    assert!(o.status.success(), "{}\n{}", text(&o), again.log_text());
+    unsafe_free_kill(again.child.id(), "INT");
+    let mut status = None;
+    assert!(eventually(Duration::from_secs(30), || {
+        status = again.child.try_wait().unwrap();
+        status.is_some()
+    }));
+    assert!(status.unwrap().success(), "{}", again.log_text());
+    assert!(eventually(Duration::from_secs(5), || processes_with_arg(
+        sock
+    )
+    .is_empty()));
+    assert!(!remote_sock.exists() && !local_sock.exists());
     drop(sshd);
 }

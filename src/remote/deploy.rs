@@ -435,6 +435,42 @@ mod tests {
     }
 
     #[test]
+    fn another_platform_is_refused_without_an_explicit_binary() {
+        let ssh = Ssh::new(&super::super::SshConfig {
+            dest: "unused.invalid".into(),
+            ..Default::default()
+        })
+        .unwrap();
+        let layout = Layout { dir: "/r".into() };
+        let other = if crate::meta::go_arch() == "arm64" {
+            "amd64"
+        } else {
+            "arm64"
+        };
+        let probe = Probe {
+            os: crate::meta::go_os().into(),
+            arch: other.into(),
+            dir: "/r".into(),
+            version: None,
+            size: None,
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let exe = std::env::current_exe().unwrap();
+        let e = rt
+            .block_on(install_binary(&ssh, &layout, &probe, &exe, false))
+            .unwrap_err();
+        let msg = e.to_string();
+        assert!(matches!(e, RemoteError::Platform { .. }), "{msg}");
+        assert!(
+            msg.contains(&format!("{}/{other}", crate::meta::go_os())) && msg.contains("--binary"),
+            "{msg}"
+        );
+    }
+
+    #[test]
     fn the_start_script_passes_everything_to_serve() {
         let l = Layout { dir: "/r".into() };
         let s = start_script(
