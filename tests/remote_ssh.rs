@@ -195,6 +195,11 @@ impl Remote {
 
 impl Drop for Remote {
     fn drop(&mut self) {
+        // After a failed assertion: let it tear down the remote side first.
+        unsafe_free_kill(self.child.id(), "TERM");
+        let _ = eventually(Duration::from_secs(15), || {
+            self.child.try_wait().ok().flatten().is_some()
+        });
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

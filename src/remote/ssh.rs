@@ -134,6 +134,18 @@ impl Ssh {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .kill_on_drop(true);
+        // The forwarder must not outlive us, even when we are SIGKILLed.
+        #[cfg(target_os = "linux")]
+        // SAFETY: between fork and exec the child only makes the prctl system
+        // call (async-signal-safe); it touches no memory shared with the parent.
+        unsafe {
+            cmd.pre_exec(|| {
+                rustix::process::set_parent_process_death_signal(Some(
+                    rustix::process::Signal::TERM,
+                ))
+                .map_err(std::io::Error::from)
+            });
+        }
         cmd
     }
 }
