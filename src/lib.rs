@@ -14,6 +14,7 @@ pub mod notify;
 pub mod proc;
 pub mod protocol;
 pub mod registry;
+pub mod remote;
 pub mod sandbox;
 pub mod search;
 pub mod server;

@@ -74,6 +74,30 @@ fn call_and_9p_verbs() {
     let st: serde_json::Value = serde_json::from_str(&text(&out)).unwrap();
     assert_eq!(st["name"], "new");
     assert_eq!(st["mode"], "666");
+    // The call's working directory: here by default, --cwd, or the server's.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let out = s
+        .client_cmd()
+        .current_dir(elsewhere.path())
+        .args(["call", "--text", "env"])
+        .output()
+        .unwrap();
+    assert!(text(&out).contains(&format!("PWD={}\n", elsewhere.path().display())));
+    let out = s
+        .client_cmd()
+        .current_dir(elsewhere.path())
+        .args(["call", "--text", "--server-cwd", "env"])
+        .output()
+        .unwrap();
+    assert!(text(&out).contains(&format!("PWD={}\n", s.dir.path().display())));
+    let out = s
+        .client_cmd()
+        .args(["call", "--text", "--cwd", "/nonexistent/dir", "env"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out).contains("does not exist"), "{out:?}");
+
     let out = ninep(&["read", "nope"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));

@@ -9,6 +9,7 @@ use anyhow::{Context, bail};
 use serde_json::{Map, Value};
 
 use crate::client::Session;
+use crate::protocol::ToolResult;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -25,6 +26,13 @@ pub struct Args {
     /// Print only the result's text, not the JSON `ToolResult`.
     #[arg(long)]
     text: bool,
+    /// Working directory of the call (default: this directory).
+    #[arg(long, value_name = "DIR", conflicts_with = "server_cwd")]
+    cwd: Option<PathBuf>,
+    /// Run in the server's own working directory (for a server on another
+    /// host, where this directory may not exist).
+    #[arg(long)]
+    server_cwd: bool,
     /// The server's socket.
     #[arg(long, env = "TOOLSRV_SOCKET", default_value_os_t = crate::client::default_socket())]
     socket: PathBuf,
@@ -56,17 +64,26 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let call_args = read_args(args.json.as_deref())?;
     let mut s = Session::connect(&args.socket)?;
     s.ensure_loaded(&args.agent, &args.tool)?;
-    let cwd = std::env::current_dir().ok();
+    let cwd = match (args.cwd, args.server_cwd) {
+        (_, true) => None,
+        (Some(dir), false) => Some(dir),
+        (None, false) => std::env::current_dir().ok(),
+    };
     if args.bg {
         let pid = s.call_bg(&args.agent, &args.tool, &call_args, cwd.as_deref())?;
         println!("{pid}");
         return Ok(ExitCode::SUCCESS);
     }
     let result = s.call(&args.agent, &args.tool, &call_args, cwd.as_deref())?;
-    if args.text {
+    print_result(&result, args.text)
+}
+
+/// Print a result (JSON, or its text with `text`); exit status 1 for `isError`.
+pub(super) fn print_result(result: &ToolResult, text: bool) -> anyhow::Result<ExitCode> {
+    if text {
         println!("{}", result.joined_text());
     } else {
-        println!("{}", serde_json::to_string(&result)?);
+        println!("{}", serde_json::to_string(result)?);
     }
     Ok(if result.is_error {
         ExitCode::from(1)

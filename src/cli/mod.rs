@@ -10,6 +10,7 @@ mod call;
 mod check;
 mod list;
 mod ninep;
+mod remote;
 mod run;
 mod sandbox_exec;
 mod search;
@@ -48,6 +49,8 @@ enum Command {
     SearchEval(search_eval::Args),
     /// Approve or reject bypass and sudo requests of a running server.
     Approve(approve::Args),
+    /// Deploy toolsrv to a host over SSH and serve its tools on a local socket.
+    Remote(remote::Args),
 }
 
 /// Entry point of the binary.
@@ -65,6 +68,7 @@ pub fn main() -> ExitCode {
         Command::Search(a) => search::run(a),
         Command::SearchEval(a) => search_eval::run(a),
         Command::Approve(a) => approve::run(a),
+        Command::Remote(a) => remote::run(a),
     };
     match result {
         Ok(code) => code,

@@ -101,14 +101,5 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             })
         }
     };
-    if args.text {
-        println!("{}", result.joined_text());
-    } else {
-        println!("{}", serde_json::to_string(&result)?);
-    }
-    Ok(if result.is_error {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    super::call::print_result(&result, args.text)
 }
