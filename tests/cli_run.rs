@@ -68,7 +68,7 @@ fn run_prints_results_and_exit_status() {
 #[test]
 fn run_is_sandboxed_unless_yolo() {
     let cfg = tempfile::tempdir().unwrap();
-    let outside = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let outside = common::outside_dir();
     let secret = outside.path().join("secret.txt");
     std::fs::write(&secret, "top secret").unwrap();
     let arg = format!(r#"{{"path":"{}"}}"#, secret.display());

@@ -9,7 +9,7 @@ use toolsrv::client::Session;
 
 /// A directory outside every rule of the default profile (not under /tmp).
 fn outside_dir() -> tempfile::TempDir {
-    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+    common::outside_dir()
 }
 
 fn tools(t: &std::path::Path) {

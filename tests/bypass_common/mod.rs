@@ -14,7 +14,7 @@ use toolsrv::ninep::fs::OREAD;
 use toolsrv::protocol::ToolResult;
 
 #[allow(unused_imports)]
-pub use crate::common::{TestServer, alive, eventually, write_tool};
+pub use crate::common::{TestServer, alive, eventually, outside_dir, write_tool};
 
 /// The secret every test client uses.
 pub const SECRET: &[u8] = b"k";
@@ -105,11 +105,6 @@ impl Observer {
         h.join().unwrap();
         r.is_err() && t0.elapsed() >= wait.mul_f32(0.8)
     }
-}
-
-/// A directory no sandbox rule covers (not under /tmp).
-pub fn outside_dir() -> tempfile::TempDir {
-    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
 }
 
 /// Tools of the bypass tests.

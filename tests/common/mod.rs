@@ -11,6 +11,15 @@ pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_toolsrv")
 }
 
+/// A directory outside every rule of the default sandbox profile: not under
+/// /tmp (rw in that profile) nor the checkout, which CI may place under /tmp.
+pub fn outside_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("toolsrv-outside")
+        .tempdir_in("/var/tmp")
+        .unwrap()
+}
+
 /// A running `toolsrv serve` in its own temporary directory.
 pub struct TestServer {
     pub dir: tempfile::TempDir,

@@ -27,6 +27,10 @@ pub fn python() -> &'static (PathBuf, PathBuf) {
     })
 }
 
+/// Where worlds live: not under /tmp (or the checkout, which CI may put
+/// under /tmp), so that no profile's /tmp or {CWD} rule covers them.
+pub const OUTSIDE_ROOT: &str = "/var/tmp";
+
 /// A temporary world, kept outside /tmp so that no profile's /tmp rule covers it.
 pub struct World {
     pub root: tempfile::TempDir,
@@ -39,7 +43,7 @@ impl World {
     pub fn new() -> World {
         let root = tempfile::Builder::new()
             .prefix("sbx")
-            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .tempdir_in(OUTSIDE_ROOT)
             .unwrap();
         let home = root.path().join("home");
         let work = root.path().join("work");
