@@ -263,3 +263,57 @@ pub fn exit_to_wait(w: &World, srv: &Server, iters: usize) -> Result<(Dist, Dist
     }
     Ok((dist(&via), dist(&direct)))
 }
+
+/// Where a synchronous call's time goes, seen from the client (medians, µs):
+/// walk+open of `proc/new`, the payload write, the read that returns the
+/// result (the tool runs here), the empty read, the clunk; and a whole
+/// `info` read (walk, open, read, read, clunk: the 9P floor of five round trips).
+pub fn phases(
+    w: &World,
+    srv: &Server,
+    tool: &str,
+    iters: usize,
+) -> Result<Vec<(&'static str, Dist)>, String> {
+    use toolsrv::ninep::fs::{ORDWR, OREAD};
+    let mut s = srv.loaded_session(&[tool])?;
+    let payload = s.payload(fixture::AGENT, tool, &fixture::args(), Some(&w.work));
+    let names = [
+        "walk+open",
+        "write",
+        "read (runs the tool)",
+        "read (EOF)",
+        "clunk",
+        "`info` read (5 RTT)",
+    ];
+    let mut samples: Vec<Vec<Duration>> = vec![Vec::new(); names.len()];
+    let e = |e: toolsrv::ninep::client::ClientError| e.to_string();
+    for _ in 0..iters {
+        let c = &mut s.client;
+        let t = Instant::now();
+        let fid = c.walk_open("proc/new", ORDWR).map_err(e)?;
+        let t1 = Instant::now();
+        c.write(fid, payload.as_bytes()).map_err(e)?;
+        let t2 = Instant::now();
+        let iounit = c.iounit();
+        let data = c.read(fid, 0, iounit).map_err(e)?;
+        let t3 = Instant::now();
+        c.read(fid, data.len() as u64, iounit).map_err(e)?;
+        let t4 = Instant::now();
+        c.clunk(fid).map_err(e)?;
+        let t5 = Instant::now();
+        let fid = c.walk_open("info", OREAD).map_err(e)?;
+        c.read_all(fid).map_err(e)?;
+        c.clunk(fid).map_err(e)?;
+        let t6 = Instant::now();
+        for (i, d) in [t1 - t, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5]
+            .into_iter()
+            .enumerate()
+        {
+            samples[i].push(d);
+        }
+    }
+    Ok(names
+        .into_iter()
+        .zip(samples.iter().map(|s| dist(s)))
+        .collect())
+}

@@ -6,6 +6,7 @@
 //! Build first: `cargo build --release && cargo bench --bench toolsrv`.
 
 mod catalog;
+mod diag;
 mod fixture;
 mod latency;
 mod peer;
@@ -19,21 +20,34 @@ use serde_json::{Value, json};
 struct Opts {
     quick: bool,
     json: Option<PathBuf>,
+    /// Sections to run (`--only r1,ph,r3,r6,r4,r5,peer`); empty: all.
+    only: Vec<String>,
+}
+
+impl Opts {
+    fn wants(&self, section: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|s| s == section)
+    }
 }
 
 fn opts() -> Result<Opts, String> {
     let mut o = Opts {
         quick: false,
         json: None,
+        only: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
             "--quick" => o.quick = true,
             "--json" => o.json = Some(it.next().ok_or("--json needs a path")?.into()),
+            "--only" => {
+                let list = it.next().ok_or("--only needs a list, e.g. r1,ph")?;
+                o.only = list.split(',').map(str::to_string).collect();
+            }
             "--bench" => {} // passed by `cargo bench`
             "-h" | "--help" => {
-                return Err("usage: cargo bench --bench toolsrv -- [--quick] [--json PATH]".into());
+                return Err("usage: cargo bench --bench toolsrv -- [--quick] [--json PATH] [--only r1,ph,r3,r6,r4,r5,peer]".into());
             }
             other if other.starts_with('-') => return Err(format!("unknown option {other}")),
             _ => {} // a cargo bench name filter: everything runs
@@ -142,12 +156,22 @@ fn run(o: &Opts) -> Result<(), String> {
     let mut rows = Vec::new();
     let mut out = serde_json::Map::new();
 
+    if !o.only.is_empty() && o.wants("prep") {
+        stage(
+            "diagnostics: sandbox preparation and spawning in-process",
+            t0,
+        );
+        for (name, d) in diag::prep(&w, iters / 2)? {
+            rows.push(row("dx", name, ms(d.median)));
+        }
+    }
+
     let yolo = w.serve("yolo", &w.tools, true)?;
     let sandbox = w.serve("sandbox", &w.tools, false)?;
 
     // R1 / R2
     let mut lat = Vec::new();
-    for tool in ["echo_c", "echo_sh"] {
+    for tool in ["echo_c", "echo_sh"].into_iter().filter(|_| o.wants("r1")) {
         stage(&format!("R1/R2 sync latency, {tool}"), t0);
         let l = latency::sync_latency(&w, &yolo, &sandbox, tool, iters)?;
         let d = l.direct.median;
@@ -188,9 +212,30 @@ fn run(o: &Opts) -> Result<(), String> {
     }
     out.insert("r1_r2".into(), Value::Array(lat));
 
+    // Where the time of one call goes (context for R1/R2, not a target).
+    stage("phases of one call", t0);
+    let mut ph = serde_json::Map::new();
+    for (label, srv) in [("--yolo", &yolo), ("sandboxed", &sandbox)]
+        .into_iter()
+        .filter(|_| o.wants("ph"))
+    {
+        let p = latency::phases(&w, srv, "echo_c", iters / 4)?;
+        for (name, d) in &p {
+            rows.push(row("ph", format!("{label} echo_c: {name}"), ms(d.median)));
+        }
+        ph.insert(
+            label.trim_start_matches('-').into(),
+            p.iter()
+                .map(|(n, d)| ((*n).to_string(), d.json()))
+                .collect::<serde_json::Map<_, _>>()
+                .into(),
+        );
+    }
+    out.insert("phases".into(), Value::Object(ph));
+
     // R3
     let mut tp = Vec::new();
-    for clients in [1, 8, 64] {
+    for clients in [1, 8, 64].into_iter().filter(|_| o.wants("r3")) {
         stage(&format!("R3 throughput, {clients} clients"), t0);
         let t = latency::throughput(&w, &yolo, &sandbox, "echo_c", clients, rounds, dur)?;
         rows.push(row(
@@ -223,28 +268,30 @@ fn run(o: &Opts) -> Result<(), String> {
     out.insert("r3".into(), Value::Array(tp));
 
     // R6 (on the sandboxed server, before the big-directory servers load the machine)
-    stage("R6 background exit → wait", t0);
-    let (via, direct) = latency::exit_to_wait(&w, &sandbox, r6)?;
-    rows.push(row(
-        "R6",
-        "direct spawn: exit → wait(), median",
-        ms(direct.median),
-    ));
-    rows.push(
-        row("R6", "bg call: exit → wait returns, median", ms(via.median))
-            .target("≤ 2 ms", via.median <= 2000.0),
-    );
-    rows.push(row("R6", "bg call: exit → wait returns, p99", ms(via.p99)));
-    out.insert(
-        "r6".into(),
-        json!({"server": via.json(), "direct": direct.json()}),
-    );
+    if o.wants("r6") {
+        stage("R6 background exit → wait", t0);
+        let (via, direct) = latency::exit_to_wait(&w, &sandbox, r6)?;
+        rows.push(row(
+            "R6",
+            "direct spawn: exit → wait(), median",
+            ms(direct.median),
+        ));
+        rows.push(
+            row("R6", "bg call: exit → wait returns, median", ms(via.median))
+                .target("≤ 2 ms", via.median <= 2000.0),
+        );
+        rows.push(row("R6", "bg call: exit → wait returns, p99", ms(via.p99)));
+        out.insert(
+            "r6".into(),
+            json!({"server": via.json(), "direct": direct.json()}),
+        );
+    }
     drop(yolo);
     drop(sandbox);
 
     // R4
     let mut cat = Vec::new();
-    for n in [10, 1_000, 10_000] {
+    for n in [10, 1_000, 10_000].into_iter().filter(|_| o.wants("r4")) {
         stage(&format!("R4 `all` with {n} .meta files"), t0);
         let span = if o.quick {
             Duration::from_millis(1000)
@@ -287,54 +334,60 @@ fn run(o: &Opts) -> Result<(), String> {
     out.insert("r4".into(), Value::Array(cat));
 
     // R5
-    stage("R5 memory", t0);
-    let m = catalog::memory(&w)?;
-    let mib = |k: u64| format!("{:.1} MiB", k as f64 / 1024.0);
-    rows.push(row("R5", "idle: VmRSS", mib(m.idle.0)).target("≤ 16 MiB", m.idle.0 <= 16 * 1024));
-    rows.push(row(
-        "R5",
-        "64 clients: VmRSS / VmHWM",
-        format!("{} / {}", mib(m.clients64.0), mib(m.clients64.1)),
-    ));
-    rows.push(
-        row(
+    if o.wants("r5") {
+        stage("R5 memory", t0);
+        let m = catalog::memory(&w)?;
+        let mib = |k: u64| format!("{:.1} MiB", k as f64 / 1024.0);
+        rows.push(
+            row("R5", "idle: VmRSS", mib(m.idle.0)).target("≤ 16 MiB", m.idle.0 <= 16 * 1024),
+        );
+        rows.push(row(
             "R5",
-            "1 GiB flood: max VmRSS / VmHWM",
-            format!("{} / {}", mib(m.flood_rss_max), mib(m.flood_hwm)),
-        )
-        .target("≤ 64 MiB", m.flood_hwm <= 64 * 1024),
-    );
-    if !m.flood_result_ok {
-        eprintln!("warning: the flood call returned an error result");
+            "64 clients: VmRSS / VmHWM",
+            format!("{} / {}", mib(m.clients64.0), mib(m.clients64.1)),
+        ));
+        rows.push(
+            row(
+                "R5",
+                "1 GiB flood: max VmRSS / VmHWM",
+                format!("{} / {}", mib(m.flood_rss_max), mib(m.flood_hwm)),
+            )
+            .target("≤ 64 MiB", m.flood_hwm <= 64 * 1024),
+        );
+        if !m.flood_result_ok {
+            eprintln!("warning: the flood call returned an error result");
+        }
+        out.insert("r5".into(), m.json());
     }
-    out.insert("r5".into(), m.json());
 
     // Peer
-    stage("peer: Python MCP SDK over stdio", t0);
-    let peer = peer::run(&w.tool("echo_c"), peer_calls)?;
-    // A fresh direct baseline right after the peer run.
-    let mut d = Vec::new();
-    for _ in 0..100 {
-        let t = Instant::now();
-        fixture::direct(&w.tool("echo_c"), &w.work)?;
-        d.push(t.elapsed());
-    }
-    let base = latency::dist(&d).median;
-    match &peer {
-        Some(p) => {
-            let med = p["median_us"].as_f64().unwrap_or(f64::NAN);
-            let p99 = p["p99_us"].as_f64().unwrap_or(f64::NAN);
-            let sdk = p["sdk"].as_str().unwrap_or("mcp");
-            rows.push(row("MCP", format!("{sdk}, echo_c: median"), ms(med)).ratio(med / base));
-            rows.push(row("MCP", format!("{sdk}, echo_c: p99"), ms(p99)).ratio(p99 / base));
-            out.insert(
-                "peer".into(),
-                json!({"result": p, "direct_median_us": base, "ratio_median": med / base}),
-            );
+    if o.wants("peer") {
+        stage("peer: Python MCP SDK over stdio", t0);
+        let peer = peer::run(&w.tool("echo_c"), peer_calls)?;
+        // A fresh direct baseline right after the peer run.
+        let mut d = Vec::new();
+        for _ in 0..100 {
+            let t = Instant::now();
+            fixture::direct(&w.tool("echo_c"), &w.work)?;
+            d.push(t.elapsed());
         }
-        None => {
-            rows.push(row("MCP", "Python MCP SDK", "skipped (not installed)"));
-            out.insert("peer".into(), Value::Null);
+        let base = latency::dist(&d).median;
+        match &peer {
+            Some(p) => {
+                let med = p["median_us"].as_f64().unwrap_or(f64::NAN);
+                let p99 = p["p99_us"].as_f64().unwrap_or(f64::NAN);
+                let sdk = p["sdk"].as_str().unwrap_or("mcp");
+                rows.push(row("MCP", format!("{sdk}, echo_c: median"), ms(med)).ratio(med / base));
+                rows.push(row("MCP", format!("{sdk}, echo_c: p99"), ms(p99)).ratio(p99 / base));
+                out.insert(
+                    "peer".into(),
+                    json!({"result": p, "direct_median_us": base, "ratio_median": med / base}),
+                );
+            }
+            None => {
+                rows.push(row("MCP", "Python MCP SDK", "skipped (not installed)"));
+                out.insert("peer".into(), Value::Null);
+            }
         }
     }
 
