@@ -1,8 +1,10 @@
 //! Discovery over the tools directories with a per-file cache keyed by
 //! (mtime, size, inode) and a per-directory listing cache keyed by mtime.
 //!
-//! A warm discovery stats each directory and each `.meta`, and re-reads only
-//! files whose key changed. A key is only trusted once the file (or
+//! A warm discovery stats each directory; only when a directory changed, or
+//! at most every [`DEFAULT_RECHECK`], does it stat each `.meta`, and it
+//! re-reads only files whose key changed (a new file shows up at once, since
+//! adding it changes its directory; an in-place edit within the recheck period). A key is only trusted once the file (or
 //! directory) is older than [`RACY`], because a rewrite within the
 //! filesystem's timestamp granularity could keep the same mtime. What depends
 //! on the host (variants, PATH, co-located executables) is re-resolved when
@@ -23,6 +25,10 @@ pub const RACY: Duration = Duration::from_secs(1);
 
 /// Default time after which host-dependent resolution is redone.
 pub const DEFAULT_HOST_TTL: Duration = Duration::from_secs(2);
+
+/// Default time after which every `.meta` is stat-ed again (in-place edits
+/// that leave the directory alone are seen within this).
+pub const DEFAULT_RECHECK: Duration = Duration::from_secs(1);
 
 /// Every tool discovered on this host.
 #[derive(Debug, Default)]
@@ -48,6 +54,7 @@ pub struct Discoverer {
     dirs: Vec<PathBuf>,
     host: Host,
     host_ttl: Duration,
+    recheck: Duration,
     cache: Mutex<Cache>,
 }
 
@@ -60,6 +67,8 @@ pub struct DiscoverStats {
     pub files_read: u64,
     /// Resolutions (variants + command) done.
     pub resolutions: u64,
+    /// Passes that stat-ed every `.meta` file.
+    pub full_checks: u64,
 }
 
 #[derive(Debug, Default)]
@@ -68,6 +77,8 @@ struct Cache {
     dirs: HashMap<PathBuf, DirCache>,
     files: HashMap<PathBuf, FileCache>,
     last: Option<Arc<Catalog>>,
+    /// When every file was last stat-ed.
+    full_at: Option<Instant>,
 }
 
 #[derive(Debug)]
@@ -130,6 +141,7 @@ impl Discoverer {
             dirs,
             host: Host::current(),
             host_ttl: DEFAULT_HOST_TTL,
+            recheck: DEFAULT_RECHECK,
             cache: Mutex::new(Cache::default()),
         }
     }
@@ -148,6 +160,13 @@ impl Discoverer {
     /// How long host-dependent resolution (variants, PATH) is reused.
     pub fn with_host_ttl(mut self, ttl: Duration) -> Discoverer {
         self.host_ttl = ttl;
+        self
+    }
+
+    /// How often every `.meta` is stat-ed even when no directory changed
+    /// (`Duration::ZERO`: on every discovery).
+    pub fn with_recheck(mut self, recheck: Duration) -> Discoverer {
+        self.recheck = recheck;
         self
     }
 
@@ -172,6 +191,19 @@ impl Discoverer {
         let cache = &mut *cache;
         let now_sys = SystemTime::now();
         let now = Instant::now();
+        let full = cache
+            .full_at
+            .is_none_or(|t| now.duration_since(t) >= self.recheck.min(self.host_ttl));
+        if !full
+            && let Some(last) = &cache.last
+            && self.dirs_unchanged(cache)
+        {
+            return last.clone();
+        }
+        if full {
+            cache.stats.full_checks += 1;
+            cache.full_at = Some(now);
+        }
         let mut changed = cache.last.is_none();
         let mut dir_problems: Vec<(usize, Problem)> = Vec::new();
         // (dir index, dir, name) in discovery order; shadowed names as notes.
@@ -207,7 +239,10 @@ impl Discoverer {
         let mut live = HashSet::new();
         for (di, meta) in &entries {
             let dir = &self.dirs[*di];
-            if self.refresh_file(cache, dir, meta, now_sys, now, &mut changed) {
+            // Between full checks only files not seen before are looked at.
+            if (!full && cache.files.contains_key(meta))
+                || self.refresh_file(cache, dir, meta, now_sys, now, &mut changed)
+            {
                 live.insert(meta.clone());
             }
         }
@@ -252,6 +287,22 @@ impl Discoverer {
         let cat = Arc::new(cat);
         cache.last = Some(cat.clone());
         cat
+    }
+
+    /// True when every directory is as last listed (same mtime, old enough to
+    /// trust) and no directory appeared or vanished.
+    fn dirs_unchanged(&self, cache: &Cache) -> bool {
+        self.dirs.iter().all(|dir| {
+            let now = std::fs::metadata(dir)
+                .ok()
+                .filter(|m| m.is_dir())
+                .and_then(|m| m.modified().ok());
+            match (cache.dirs.get(dir), now) {
+                (Some(dc), Some(m)) => dc.trusted && dc.mtime == m,
+                (None, None) => true,
+                _ => false,
+            }
+        })
     }
 
     /// The tool names in `dir`, from the cache when its mtime is unchanged.
