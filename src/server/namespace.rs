@@ -63,6 +63,9 @@ fn written_word(written: &[u8]) -> Result<String, FsError> {
     Ok(s.trim().to_string())
 }
 
+/// A catalog (held weakly, so its address cannot be reused) and its `all` bytes.
+type SerializedCatalog = (Weak<Catalog>, Arc<[u8]>);
+
 #[derive(Serialize)]
 struct ToolSummary<'a> {
     name: &'a str,
@@ -119,7 +122,7 @@ impl Server {
                 let catalog = self.discoverer.discover();
                 // Discovery returns the same catalog while nothing changed:
                 // serialise each catalog once.
-                static LAST: std::sync::Mutex<Option<(Weak<Catalog>, Arc<[u8]>)>> =
+                static LAST: std::sync::Mutex<Option<SerializedCatalog>> =
                     std::sync::Mutex::new(None);
                 let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
                 if let Some((c, bytes)) = &*last
