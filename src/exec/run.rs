@@ -237,8 +237,9 @@ pub async fn run(
     let (mut out_open, mut err_open) = (stdout.is_some(), stderr.is_some());
     let mut stdout = stdout;
     let mut stderr = stderr;
-    let mut out_buf = vec![0u8; READ_BUF];
-    let mut err_buf = vec![0u8; READ_BUF];
+    // Filled by `read_buf` into spare capacity: never zeroed, cleared after each chunk.
+    let mut out_buf: Vec<u8> = Vec::with_capacity(READ_BUF);
+    let mut err_buf: Vec<u8> = Vec::with_capacity(READ_BUF);
 
     let mut status: Option<Option<ExitStatus>> = None;
     let mut timed_out = false;
@@ -260,8 +261,9 @@ pub async fn run(
         tokio::select! {
             biased;
             r = async {
+                out_buf.clear();
                 match stdout.as_mut() {
-                    Some(s) => s.read(&mut out_buf).await,
+                    Some(s) => s.read_buf(&mut out_buf).await,
                     None => Ok(0),
                 }
             }, if out_open => match r {
@@ -269,8 +271,9 @@ pub async fn run(
                 _ => out_open = false,
             },
             r = async {
+                err_buf.clear();
                 match stderr.as_mut() {
-                    Some(s) => s.read(&mut err_buf).await,
+                    Some(s) => s.read_buf(&mut err_buf).await,
                     None => Ok(0),
                 }
             }, if err_open => match r {

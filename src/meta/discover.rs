@@ -1,15 +1,17 @@
 //! Discovery over the tools directories with a per-file cache keyed by
 //! (mtime, size, inode) and a per-directory listing cache keyed by mtime.
 //!
-//! A warm discovery stats each directory and each `.meta`, and re-reads only
-//! files whose key changed. A key is only trusted once the file (or
+//! A warm discovery stats each directory; only when a directory changed, or
+//! at most every [`DEFAULT_RECHECK`], does it stat each `.meta`, and it
+//! re-reads only files whose key changed (a new file shows up at once, since
+//! adding it changes its directory; an in-place edit within the recheck period). A key is only trusted once the file (or
 //! directory) is older than [`RACY`], because a rewrite within the
 //! filesystem's timestamp granularity could keep the same mtime. What depends
 //! on the host (variants, PATH, co-located executables) is re-resolved when
 //! an entry is older than the host TTL.
 
-use std::collections::{BTreeMap, HashMap};
-use std::os::fd::OwnedFd;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -23,6 +25,10 @@ pub const RACY: Duration = Duration::from_secs(1);
 
 /// Default time after which host-dependent resolution is redone.
 pub const DEFAULT_HOST_TTL: Duration = Duration::from_secs(2);
+
+/// Default time after which every `.meta` is stat-ed again (in-place edits
+/// that leave the directory alone are seen within this).
+pub const DEFAULT_RECHECK: Duration = Duration::from_secs(1);
 
 /// Every tool discovered on this host.
 #[derive(Debug, Default)]
@@ -48,6 +54,7 @@ pub struct Discoverer {
     dirs: Vec<PathBuf>,
     host: Host,
     host_ttl: Duration,
+    recheck: Duration,
     cache: Mutex<Cache>,
 }
 
@@ -60,15 +67,18 @@ pub struct DiscoverStats {
     pub files_read: u64,
     /// Resolutions (variants + command) done.
     pub resolutions: u64,
+    /// Passes that stat-ed every `.meta` file.
+    pub full_checks: u64,
 }
 
 #[derive(Debug, Default)]
 struct Cache {
     stats: DiscoverStats,
-    /// Discovery pass counter, to find entries not seen in a pass.
-    pass: u64,
     dirs: HashMap<PathBuf, DirCache>,
+    files: HashMap<PathBuf, FileCache>,
     last: Option<Arc<Catalog>>,
+    /// When every file was last stat-ed.
+    full_at: Option<Instant>,
 }
 
 #[derive(Debug)]
@@ -76,8 +86,6 @@ struct DirCache {
     mtime: SystemTime,
     trusted: bool,
     names: Arc<Vec<String>>,
-    /// By tool name.
-    files: HashMap<String, FileCache>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,7 +100,6 @@ struct FileKey {
 struct FileCache {
     key: FileKey,
     trusted: bool,
-    seen: u64,
     text: String,
     checked: Result<Arc<Checked>, Problem>,
     built: Option<BuiltCache>,
@@ -134,6 +141,7 @@ impl Discoverer {
             dirs,
             host: Host::current(),
             host_ttl: DEFAULT_HOST_TTL,
+            recheck: DEFAULT_RECHECK,
             cache: Mutex::new(Cache::default()),
         }
     }
@@ -155,6 +163,13 @@ impl Discoverer {
         self
     }
 
+    /// How often every `.meta` is stat-ed even when no directory changed
+    /// (`Duration::ZERO`: on every discovery).
+    pub fn with_recheck(mut self, recheck: Duration) -> Discoverer {
+        self.recheck = recheck;
+        self
+    }
+
     /// The directories searched, first wins.
     pub fn dirs(&self) -> &[PathBuf] {
         &self.dirs
@@ -172,113 +187,122 @@ impl Discoverer {
 
     /// The current catalog. Returns the previous `Arc` when nothing changed.
     pub fn discover(&self) -> Arc<Catalog> {
-        let mut guard = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        let cache = &mut *guard;
-        cache.pass += 1;
-        let mut pass = Pass {
-            now_sys: SystemTime::now(),
-            now: Instant::now(),
-            changed: cache.last.is_none(),
-            host: None,
-            problems: Vec::new(),
-        };
-        let listings: Vec<Option<Arc<Vec<String>>>> = self
-            .dirs
-            .iter()
-            .enumerate()
-            .map(|(di, dir)| self.list_dir(cache, dir, di, &mut pass))
-            .collect();
-        // The first directory listing a name owns it.
-        let mut owner: HashMap<&str, usize> = HashMap::new();
-        for (di, names) in listings.iter().enumerate() {
-            for name in names.iter().flat_map(|n| n.iter()) {
-                owner.entry(name.as_str()).or_insert(di);
-            }
-        }
-        for (di, names) in listings.iter().enumerate() {
-            let Some(names) = names else { continue };
-            let dir = &self.dirs[di];
-            let Some(dc) = cache.dirs.get_mut(dir) else {
-                continue;
-            };
-            let fd = open_dir(dir);
-            for name in names.iter() {
-                let first = owner.get(name.as_str()).copied().unwrap_or(di);
-                if first != di {
-                    let msg = format!(
-                        "tool `{name}` is shadowed by {} (an earlier directory in the tools path wins)",
-                        meta_path(&self.dirs[first], name).display()
-                    );
-                    let p = Problem::new(&meta_path(dir, name), Severity::Note, msg);
-                    pass.problems.push((di, p));
-                    continue;
-                }
-                if let Some(fd) = &fd {
-                    self.refresh_file(&mut cache.stats, cache.pass, dc, fd, dir, name, &mut pass);
-                }
-            }
-            let before = dc.files.len();
-            let current = cache.pass;
-            dc.files.retain(|_, f| f.seen == current);
-            pass.changed |= dc.files.len() != before;
-        }
-        let before = cache.dirs.len();
-        cache.dirs.retain(|d, _| self.dirs.contains(d));
-        pass.changed |= cache.dirs.len() != before;
-
-        if !pass.changed
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        let cache = &mut *cache;
+        let now_sys = SystemTime::now();
+        let now = Instant::now();
+        let full = cache
+            .full_at
+            .is_none_or(|t| now.duration_since(t) >= self.recheck.min(self.host_ttl));
+        if !full
             && let Some(last) = &cache.last
+            && self.dirs_unchanged(cache)
         {
             return last.clone();
         }
-        let cat = Arc::new(self.assemble(cache, &listings, &owner, pass.problems));
-        cache.last = Some(cat.clone());
-        cat
-    }
+        if full {
+            cache.stats.full_checks += 1;
+            cache.full_at = Some(now);
+        }
+        let mut changed = cache.last.is_none();
+        let mut dir_problems: Vec<(usize, Problem)> = Vec::new();
+        // (dir index, dir, name) in discovery order; shadowed names as notes.
+        let mut entries: Vec<(usize, PathBuf)> = Vec::new();
+        let mut claimed: HashMap<String, PathBuf> = HashMap::new();
+        let mut seen_dirs = HashSet::new();
 
-    /// Builds the catalog from the cache, in directory then name order.
-    fn assemble(
-        &self,
-        cache: &Cache,
-        listings: &[Option<Arc<Vec<String>>>],
-        owner: &HashMap<&str, usize>,
-        notes: Vec<(usize, Problem)>,
-    ) -> Catalog {
-        let mut cat = Catalog::default();
-        let mut notes = notes.into_iter().peekable();
-        for (di, names) in listings.iter().enumerate() {
-            while let Some((ndi, _)) = notes.peek()
-                && *ndi < di
-            {
-                cat.problems.extend(notes.next().map(|(_, p)| p));
-            }
-            let Some(dc) = cache.dirs.get(&self.dirs[di]) else {
+        for (di, dir) in self.dirs.iter().enumerate() {
+            let Some(names) =
+                self.list_dir(cache, dir, now_sys, &mut changed, &mut dir_problems, di)
+            else {
                 continue;
             };
-            for name in names.iter().flat_map(|n| n.iter()) {
-                if owner.get(name.as_str()) != Some(&di) {
+            seen_dirs.insert(dir.clone());
+            for name in names.iter() {
+                let meta = dir.join(format!("{name}.meta"));
+                if let Some(first) = claimed.get(name) {
+                    let msg = format!(
+                        "tool `{name}` is shadowed by {} (an earlier directory in the tools path wins)",
+                        first.display()
+                    );
+                    dir_problems.push((di, Problem::new(&meta, Severity::Note, msg)));
                     continue;
                 }
-                let Some(fc) = dc.files.get(name) else {
-                    continue;
-                };
-                match &fc.checked {
-                    Err(p) => cat.problems.push(p.clone()),
-                    Ok(c) => cat.problems.extend(c.problems.iter().cloned()),
+                claimed.insert(name.clone(), meta.clone());
+                entries.push((di, meta));
+            }
+        }
+        let before = cache.dirs.len();
+        cache.dirs.retain(|d, _| seen_dirs.contains(d));
+        changed |= cache.dirs.len() != before;
+
+        let mut live = HashSet::new();
+        for (di, meta) in &entries {
+            let dir = &self.dirs[*di];
+            // Between full checks only files not seen before are looked at.
+            if (!full && cache.files.contains_key(meta))
+                || self.refresh_file(cache, dir, meta, now_sys, now, &mut changed)
+            {
+                live.insert(meta.clone());
+            }
+        }
+        let before = cache.files.len();
+        cache.files.retain(|p, _| live.contains(p));
+        changed |= cache.files.len() != before;
+
+        if !changed && let Some(last) = &cache.last {
+            return last.clone();
+        }
+        let mut cat = Catalog::default();
+        let mut notes = dir_problems.into_iter().peekable();
+        for (di, meta) in &entries {
+            while let Some((ndi, _)) = notes.peek()
+                && ndi < di
+            {
+                if let Some((_, p)) = notes.next() {
+                    cat.problems.push(p);
                 }
-                let Some(b) = &fc.built else { continue };
+            }
+            let Some(fc) = cache.files.get(meta) else {
+                continue;
+            };
+            match &fc.checked {
+                Err(p) => cat.problems.push(p.clone()),
+                Ok(c) => cat.problems.extend(c.problems.iter().cloned()),
+            }
+            if let Some(b) = &fc.built {
                 cat.problems.extend(b.problems.iter().cloned());
                 if let Some(t) = &b.tool {
                     cat.tools.insert(t.name.clone(), t.clone());
                 }
-                if b.hidden {
-                    cat.hidden.push(name.clone());
+                if b.hidden
+                    && let Ok(c) = &fc.checked
+                {
+                    cat.hidden.push(c.raw.name.clone());
                 }
             }
         }
         cat.problems.extend(notes.map(|(_, p)| p));
         cat.hidden.sort();
+        let cat = Arc::new(cat);
+        cache.last = Some(cat.clone());
         cat
+    }
+
+    /// True when every directory is as last listed (same mtime, old enough to
+    /// trust) and no directory appeared or vanished.
+    fn dirs_unchanged(&self, cache: &Cache) -> bool {
+        self.dirs.iter().all(|dir| {
+            let now = std::fs::metadata(dir)
+                .ok()
+                .filter(|m| m.is_dir())
+                .and_then(|m| m.modified().ok());
+            match (cache.dirs.get(dir), now) {
+                (Some(dc), Some(m)) => dc.trusted && dc.mtime == m,
+                (None, None) => true,
+                _ => false,
+            }
+        })
     }
 
     /// The tool names in `dir`, from the cache when its mtime is unchanged.
@@ -286,18 +310,18 @@ impl Discoverer {
         &self,
         cache: &mut Cache,
         dir: &Path,
+        now: SystemTime,
+        changed: &mut bool,
+        problems: &mut Vec<(usize, Problem)>,
         di: usize,
-        pass: &mut Pass,
     ) -> Option<Arc<Vec<String>>> {
-        let md = std::fs::metadata(dir);
-        if !md.as_ref().is_ok_and(|m| m.is_dir()) && cache.dirs.remove(dir).is_some() {
-            pass.changed = true;
-        }
-        let md = match md {
+        let md = match std::fs::metadata(dir) {
             Ok(md) if md.is_dir() => md,
             Ok(_) => {
-                let p = Problem::warning(dir, "in the tools path but not a directory");
-                pass.problems.push((di, p));
+                problems.push((
+                    di,
+                    Problem::warning(dir, "in the tools path but not a directory"),
+                ));
                 return None;
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -305,8 +329,10 @@ impl Discoverer {
                 return None;
             }
             Err(e) => {
-                let p = Problem::warning(dir, format!("cannot read tools directory: {e}"));
-                pass.problems.push((di, p));
+                problems.push((
+                    di,
+                    Problem::warning(dir, format!("cannot read tools directory: {e}")),
+                ));
                 return None;
             }
         };
@@ -323,165 +349,115 @@ impl Discoverer {
                 .filter_map(Result::ok)
                 .filter_map(|e| {
                     let f = e.file_name();
-                    let name = f.to_str()?.strip_suffix(".meta")?;
+                    let f = f.to_str()?;
+                    let name = f.strip_suffix(".meta")?;
                     (!name.is_empty() && !name.starts_with('.')).then(|| name.to_string())
                 })
                 .collect::<Vec<_>>(),
             Err(e) => {
-                let p = Problem::warning(dir, format!("cannot list tools directory: {e}"));
-                pass.problems.push((di, p));
+                problems.push((
+                    di,
+                    Problem::warning(dir, format!("cannot list tools directory: {e}")),
+                ));
                 return None;
             }
         };
         names.sort();
         let names = Arc::new(names);
-        let trusted = trusted(mtime, pass.now_sys);
-        match cache.dirs.get_mut(dir) {
-            Some(dc) => {
-                pass.changed |= dc.names != names;
-                dc.mtime = mtime;
-                dc.trusted = trusted;
-                dc.names = names.clone();
-            }
-            None => {
-                pass.changed = true;
-                let dc = DirCache {
-                    mtime,
-                    trusted,
-                    names: names.clone(),
-                    files: HashMap::new(),
-                };
-                cache.dirs.insert(dir.to_path_buf(), dc);
-            }
-        }
+        let old = cache.dirs.insert(
+            dir.to_path_buf(),
+            DirCache {
+                mtime,
+                trusted: trusted(mtime, now),
+                names: names.clone(),
+            },
+        );
+        *changed |= old.is_none_or(|o| o.names != names);
         Some(names)
     }
 
-    /// Brings one file's cache entry up to date and marks it seen.
-    #[allow(clippy::too_many_arguments)]
+    /// Brings one file's cache entry up to date. False when it is gone.
     fn refresh_file(
         &self,
-        stats: &mut DiscoverStats,
-        current: u64,
-        dc: &mut DirCache,
-        fd: &OwnedFd,
+        cache: &mut Cache,
         dir: &Path,
-        name: &str,
-        pass: &mut Pass,
-    ) {
-        let Some(key) = stat_meta(fd, name) else {
-            return;
+        meta: &Path,
+        now_sys: SystemTime,
+        now: Instant,
+        changed: &mut bool,
+    ) -> bool {
+        let Ok(md) = std::fs::metadata(meta) else {
+            return false;
         };
-        let fresh = dc
+        if !md.is_file() {
+            return false;
+        }
+        let key = FileKey {
+            mtime: md.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+            size: md.len(),
+            ino: md.ino(),
+            dev: md.dev(),
+        };
+        let fresh = cache
             .files
-            .get(name)
+            .get(meta)
             .is_some_and(|fc| fc.trusted && fc.key == key);
         if !fresh {
-            stats.files_read += 1;
-            let meta = meta_path(dir, name);
-            let (text, checked) = load(&meta);
-            let trusted = trusted(key.mtime, pass.now_sys);
-            match dc.files.get_mut(name) {
-                // Rewritten with the same text: nothing changed.
-                Some(fc) if fc.text == text && fc.checked.is_ok() == checked.is_ok() => {
-                    fc.key = key;
-                    fc.trusted = trusted;
-                }
-                _ => {
-                    pass.changed = true;
-                    let fc = FileCache {
+            cache.stats.files_read += 1;
+            let (text, checked) = load(meta);
+            let same = cache
+                .files
+                .get(meta)
+                .is_some_and(|fc| fc.text == text && fc.checked.is_ok() == checked.is_ok());
+            if let (true, Some(fc)) = (same, cache.files.get_mut(meta)) {
+                fc.key = key;
+                fc.trusted = trusted(key.mtime, now_sys);
+            } else {
+                *changed = true;
+                cache.files.insert(
+                    meta.to_path_buf(),
+                    FileCache {
                         key,
-                        trusted,
-                        seen: current,
+                        trusted: trusted(key.mtime, now_sys),
                         text,
                         checked,
                         built: None,
-                    };
-                    dc.files.insert(name.to_string(), fc);
-                }
+                    },
+                );
             }
         }
-        let Some(fc) = dc.files.get_mut(name) else {
-            return;
+        let Some(fc) = cache.files.get_mut(meta) else {
+            return false;
         };
-        fc.seen = current;
         let stale = fc
             .built
             .as_ref()
-            .is_none_or(|b| pass.now.duration_since(b.at) >= self.host_ttl);
-        if !stale {
-            return;
-        }
-        stats.resolutions += 1;
-        let built = match &fc.checked {
-            Ok(c) => {
-                let host = pass.host.get_or_insert_with(|| self.host.indexed());
-                build(c, dir, Some(&fc.text), host)
-            }
-            Err(_) => Built {
-                tool: None,
-                hidden: false,
-                problems: Vec::new(),
-            },
-        };
-        match &mut fc.built {
-            Some(old) if old.same(&built) => old.at = pass.now,
-            slot => {
-                pass.changed = true;
-                *slot = Some(BuiltCache {
-                    at: pass.now,
-                    tool: built.tool.map(Arc::new),
-                    hidden: built.hidden,
-                    problems: built.problems,
-                });
+            .is_none_or(|b| now.duration_since(b.at) >= self.host_ttl);
+        if stale {
+            cache.stats.resolutions += 1;
+            let built = match &fc.checked {
+                Ok(c) => build(c, dir, Some(&fc.text), &self.host),
+                Err(_) => Built {
+                    tool: None,
+                    hidden: false,
+                    problems: Vec::new(),
+                },
+            };
+            match &mut fc.built {
+                Some(old) if old.same(&built) => old.at = now,
+                slot => {
+                    *changed = true;
+                    *slot = Some(BuiltCache {
+                        at: now,
+                        tool: built.tool.map(Arc::new),
+                        hidden: built.hidden,
+                        problems: built.problems,
+                    });
+                }
             }
         }
+        true
     }
-}
-
-/// State of one discovery pass.
-struct Pass {
-    now_sys: SystemTime,
-    now: Instant,
-    changed: bool,
-    /// The host with its PATH indexed, made when the first resolution needs it.
-    host: Option<Host>,
-    /// Directory problems and shadowing notes, by directory index.
-    problems: Vec<(usize, Problem)>,
-}
-
-fn meta_path(dir: &Path, name: &str) -> PathBuf {
-    dir.join(format!("{name}.meta"))
-}
-
-fn open_dir(dir: &Path) -> Option<OwnedFd> {
-    use rustix::fs::{Mode, OFlags, open};
-    open(
-        dir,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .ok()
-}
-
-/// Stats `<name>.meta` relative to the open directory; `None` unless it is
-/// a regular file (after following symlinks).
-// The `stat` field types differ between architectures, hence the conversions.
-#[allow(clippy::useless_conversion)]
-fn stat_meta(fd: &OwnedFd, name: &str) -> Option<FileKey> {
-    use rustix::fs::{AtFlags, FileType, statat};
-    let st = statat(fd, format!("{name}.meta").as_str(), AtFlags::empty()).ok()?;
-    if !FileType::from_raw_mode(st.st_mode as _).is_file() {
-        return None;
-    }
-    let secs = u64::try_from(st.st_mtime).unwrap_or(0);
-    let nanos = u32::try_from(st.st_mtime_nsec).unwrap_or(0);
-    Some(FileKey {
-        mtime: SystemTime::UNIX_EPOCH + Duration::new(secs, nanos),
-        size: u64::try_from(st.st_size).unwrap_or(0),
-        ino: u64::try_from(st.st_ino).unwrap_or(0),
-        dev: u64::try_from(st.st_dev).unwrap_or(0),
-    })
 }
 
 /// Reads and checks one `.meta` file.

@@ -487,7 +487,7 @@ impl<T: FileTree> Conn<T> {
         }
         let tree = Arc::clone(&self.tree);
         let node = Arc::clone(&state.node);
-        self.spawn(tag, fid, async move {
+        Ok(self.spawn(tag, fid, async move {
             match tree.read(&node, offset, count).await {
                 Ok(mut data) => {
                     data.truncate(count as usize);
@@ -495,8 +495,7 @@ impl<T: FileTree> Conn<T> {
                 }
                 Err(e) => Fcall::Rerror { ename: e.0 },
             }
-        });
-        Ok(None)
+        }))
     }
 
     fn write(&mut self, tag: u16, fid: u32, offset: u64, data: Vec<u8>) -> Reply {
@@ -512,19 +511,28 @@ impl<T: FileTree> Conn<T> {
         let tree = Arc::clone(&self.tree);
         let node = Arc::clone(&state.node);
         let len = u32::try_from(data.len()).unwrap_or(u32::MAX);
-        self.spawn(tag, fid, async move {
+        Ok(self.spawn(tag, fid, async move {
             match tree.write(&node, offset, data).await {
                 Ok(n) => Fcall::Rwrite { count: n.min(len) },
                 Err(e) => Fcall::Rerror { ename: e.0 },
             }
-        });
-        Ok(None)
+        }))
     }
 
-    fn spawn<F>(&mut self, tag: u16, fid: u32, fut: F)
+    /// Runs a read or write: answered at once when it completes without
+    /// waiting (most do: a write that buffers, a read of computed content),
+    /// else as its own task whose reply comes back through `done`.
+    fn spawn<F>(&mut self, tag: u16, fid: u32, fut: F) -> Option<Fcall>
     where
         F: Future<Output = Fcall> + Send + 'static,
     {
+        let mut fut = Box::pin(fut);
+        // A first poll with a no-op waker: if the future is not ready it is
+        // polled again, with the task's waker, once spawned below.
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        if let std::task::Poll::Ready(body) = fut.as_mut().poll(&mut cx) {
+            return Some(body);
+        }
         self.next_id += 1;
         let id = self.next_id;
         let done = self.done_tx.clone();
@@ -533,6 +541,7 @@ impl<T: FileTree> Conn<T> {
             let _ = done.send(Done { tag, id, body });
         });
         self.inflight.insert(tag, Inflight { id, fid, handle });
+        None
     }
 
     /// Cancels the fid's in-flight requests (each gets an Rerror), then clunks it.

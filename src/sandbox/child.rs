@@ -3,16 +3,18 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::Arc;
 
 /// The closure type run between fork and exec.
 pub type PreExec = Box<dyn FnMut() -> io::Result<()> + Send + Sync>;
 
 /// Everything the child needs, built by the parent.
 pub(crate) struct ChildPlan {
-    /// A created and filled Landlock ruleset (`O_CLOEXEC`), if any.
-    pub ruleset: Option<OwnedFd>,
-    /// A compiled seccomp program, if any.
-    pub filter: Option<Vec<libc::sock_filter>>,
+    /// A created and filled Landlock ruleset (`O_CLOEXEC`), if any; shared
+    /// with the profile's ruleset cache and other calls.
+    pub ruleset: Option<Arc<OwnedFd>>,
+    /// A compiled seccomp program, if any (built once per mode).
+    pub filter: Option<Arc<Vec<libc::sock_filter>>>,
 }
 
 impl ChildPlan {

@@ -8,6 +8,7 @@
 //! and exec. [`validate`] checks command text before anything runs.
 
 mod abi;
+mod cache;
 mod child;
 mod expand;
 mod ldd;

@@ -4,12 +4,14 @@
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath,
     PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, Scope,
 };
 
+use super::cache::{RuleKey, Stamps};
 use super::child::ChildPlan;
 pub use super::child::PreExec;
 use super::seccomp::{self, NetDeny};
@@ -81,6 +83,19 @@ fn ll_err(e: impl std::fmt::Display) -> SandboxError {
     SandboxError::Landlock(e.to_string())
 }
 
+/// The seccomp program for `mode`, compiled once per process.
+fn seccomp_filter(mode: NetDeny) -> Result<Arc<Vec<libc::sock_filter>>, String> {
+    type Slot = OnceLock<Result<Arc<Vec<libc::sock_filter>>, String>>;
+    static ALL_BUT_TCP: Slot = OnceLock::new();
+    static ALL_INET: Slot = OnceLock::new();
+    let slot = match mode {
+        NetDeny::AllButTcp => &ALL_BUT_TCP,
+        NetDeny::AllInet => &ALL_INET,
+    };
+    slot.get_or_init(|| seccomp::build(mode).map(Arc::new))
+        .clone()
+}
+
 impl Profile {
     fn net_mode(&self) -> Net {
         if !self.network.enabled {
@@ -128,7 +143,7 @@ impl Profile {
             } else {
                 NetDeny::AllInet
             };
-            match seccomp::build(mode) {
+            match seccomp_filter(mode) {
                 Ok(f) => Some(f),
                 Err(e) => {
                     missing.push(format!("seccomp socket filter: {e}"));
@@ -162,13 +177,77 @@ impl Profile {
         })
     }
 
+    /// The profile's paths expanded against `ctx`, with their access.
+    fn expanded_paths(
+        &self,
+        ctx: &ExpandContext,
+        abi: ABI,
+    ) -> Result<Vec<(PathBuf, BitFlags<AccessFs>)>, SandboxError> {
+        let all = AccessFs::from_all(abi);
+        let read = AccessFs::ReadFile | AccessFs::ReadDir;
+        let fs = &self.filesystem;
+        let lists: [(&str, &Vec<String>, BitFlags<AccessFs>); 4] = [
+            ("ro", &fs.ro, read),
+            ("rox", &fs.rox, read | AccessFs::Execute),
+            ("rw", &fs.rw, all & !AccessFs::Execute),
+            ("rwx", &fs.rwx, all),
+        ];
+        let mut paths = Vec::new();
+        for (list, templates, access) in lists {
+            for t in templates {
+                match ctx.expand(t) {
+                    Ok(Some(p)) => paths.push((p, access)),
+                    Ok(None) => {
+                        tracing::debug!(profile = %self.name, list, template = %t, "unset variable; path skipped")
+                    }
+                    Err(e) => {
+                        return Err(SandboxError::Invalid {
+                            path: self.path.clone(),
+                            message: format!("filesystem.{list}: {e}"),
+                        });
+                    }
+                }
+            }
+        }
+        Ok(paths)
+    }
+
+    /// The ruleset for this call: from the profile's cache when the rules
+    /// expand as before and none of their paths changed, else built now.
     fn build_ruleset(
         &self,
         ctx: &ExpandContext,
         exe: Option<&Path>,
         eff: u32,
         net: Net,
-    ) -> Result<Option<OwnedFd>, SandboxError> {
+    ) -> Result<Option<Arc<OwnedFd>>, SandboxError> {
+        let abi = ABI::from(eff as i32);
+        let paths = self.expanded_paths(ctx, abi)?;
+        let key = RuleKey {
+            abi: eff,
+            net: net as u8,
+            best_effort: self.general.best_effort,
+            paths: paths.iter().map(|(p, a)| (p.clone(), a.bits())).collect(),
+            exe: exe.map(Path::to_path_buf),
+            add_exec: self.advanced.add_exec,
+            ldd: self.advanced.ldd,
+            bind_tcp: self.network.bind_tcp.clone(),
+            connect_tcp: self.network.connect_tcp.clone(),
+        };
+        self.rulesets
+            .get_or_build(key, || self.create_ruleset(ctx, exe, eff, net, paths))
+    }
+
+    /// Builds a ruleset from scratch; also returns the stamps of every path
+    /// it looked at, taken before looking.
+    fn create_ruleset(
+        &self,
+        ctx: &ExpandContext,
+        exe: Option<&Path>,
+        eff: u32,
+        net: Net,
+        mut paths: Vec<(PathBuf, BitFlags<AccessFs>)>,
+    ) -> Result<(Option<OwnedFd>, Stamps), SandboxError> {
         let abi = ABI::from(eff as i32);
         let level = if self.general.best_effort {
             CompatLevel::BestEffort
@@ -194,31 +273,6 @@ impl Profile {
         }
         let mut created = rs.create().map_err(ll_err)?;
 
-        let read = AccessFs::ReadFile | AccessFs::ReadDir;
-        let fs = &self.filesystem;
-        let lists: [(&str, &Vec<String>, BitFlags<AccessFs>); 4] = [
-            ("ro", &fs.ro, read),
-            ("rox", &fs.rox, read | AccessFs::Execute),
-            ("rw", &fs.rw, all & !AccessFs::Execute),
-            ("rwx", &fs.rwx, all),
-        ];
-        let mut paths: Vec<(PathBuf, BitFlags<AccessFs>)> = Vec::new();
-        for (list, templates, access) in lists {
-            for t in templates {
-                match ctx.expand(t) {
-                    Ok(Some(p)) => paths.push((p, access)),
-                    Ok(None) => {
-                        tracing::debug!(profile = %self.name, list, template = %t, "unset variable; path skipped")
-                    }
-                    Err(e) => {
-                        return Err(SandboxError::Invalid {
-                            path: self.path.clone(),
-                            message: format!("filesystem.{list}: {e}"),
-                        });
-                    }
-                }
-            }
-        }
         let exec = AccessFs::ReadFile | AccessFs::Execute;
         if let Some(exe) = exe {
             let path_var = ctx.env.get("PATH").map(|v| v.as_os_str());
@@ -239,6 +293,7 @@ impl Profile {
                 }
             }
         }
+        let stamps = Stamps::take(paths.iter().map(|(p, _)| p.as_path()), exe);
         for (path, access) in paths {
             let meta = match std::fs::metadata(&path) {
                 Ok(m) => m,
@@ -276,7 +331,12 @@ impl Profile {
                     .map_err(ll_err)?;
             }
         }
-        Ok(created.into())
+        Ok((created.into(), stamps))
+    }
+
+    /// How many rulesets this profile has built rather than reused.
+    pub fn rulesets_built(&self) -> u64 {
+        self.rulesets.builds()
     }
 }
 

@@ -181,6 +181,9 @@ pub struct Profile {
     validator: Validator,
     #[serde(skip)]
     cooldown: CooldownConfig,
+    /// Rulesets built from this profile, reused across calls.
+    #[serde(skip)]
+    pub(crate) rulesets: super::cache::RulesetCache,
 }
 
 const KNOWN_KEYS: &[(&str, &[&str])] = &[

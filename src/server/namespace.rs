@@ -1,14 +1,15 @@
 //! The toolsrv namespace: what each file of the table does on read and write,
 //! with per-fid state for the write-then-read files.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
 
 use serde::Serialize;
 use tokio::sync::Mutex;
 
 use super::Server;
 use super::files::File;
+use crate::meta::Catalog;
 use crate::ninep::fs::{FileTree, FsError, OEXEC, ORDWR, OREAD, OWRITE, Qid, Stat};
 
 /// The largest request a fid may accumulate by writing.
@@ -65,6 +66,9 @@ fn written_word(written: &[u8]) -> Result<String, FsError> {
     Ok(s.trim().to_string())
 }
 
+/// A catalog (held weakly, so its address cannot be reused) and its `all` bytes.
+type SerializedCatalog = (Weak<Catalog>, Arc<[u8]>);
+
 #[derive(Serialize)]
 struct ToolSummary<'a> {
     name: &'a str,
@@ -119,6 +123,16 @@ impl Server {
             }
             File::All => {
                 let catalog = self.discoverer.discover();
+                // Discovery returns the same catalog while nothing changed:
+                // serialise each catalog once.
+                static LAST: std::sync::Mutex<Option<SerializedCatalog>> =
+                    std::sync::Mutex::new(None);
+                let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some((c, bytes)) = &*last
+                    && std::ptr::eq(c.as_ptr(), Arc::as_ptr(&catalog))
+                {
+                    return Ok(bytes.clone());
+                }
                 let all: Vec<ToolSummary> = catalog
                     .tools
                     .values()
@@ -129,7 +143,9 @@ impl Server {
                         read_only: t.read_only,
                     })
                     .collect();
-                json(&all)
+                let bytes = json(&all)?;
+                *last = Some((Arc::downgrade(&catalog), bytes.clone()));
+                Ok(bytes)
             }
             File::Info => json(&serde_json::json!({
                 "platform": crate::meta::go_os(),
