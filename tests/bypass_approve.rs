@@ -209,6 +209,28 @@ fn cancelling_a_pending_call_withdraws_its_request() {
     let wait = c.read(&format!("proc/{pid}/wait")).unwrap();
     assert_eq!(String::from_utf8_lossy(&wait).trim(), "0");
     assert!(target.exists());
+
+    // A background call still waiting for approval is cancelled by `kill`
+    // and never runs, even if someone approves it afterwards.
+    let late = outside.path().join("never");
+    let pid = c
+        .call_bg(
+            "a",
+            "etouch",
+            json!({"path": late.to_str().unwrap()}).as_object().unwrap(),
+            None,
+        )
+        .unwrap();
+    let req = o.next();
+    c.write(&format!("proc/{pid}/ctl"), b"kill").unwrap();
+    let wait = c.read(&format!("proc/{pid}/wait")).unwrap();
+    assert_eq!(String::from_utf8_lossy(&wait).trim(), "-1");
+    let stat: Value =
+        serde_json::from_slice(&c.read(&format!("proc/{pid}/stat")).unwrap()).unwrap();
+    assert_eq!(stat["cancelled"], true, "{stat}");
+    let _ = o.resolve(json!({"id": req["id"], "approve": true}));
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!late.exists(), "a cancelled call must not run");
 }
 
 #[test]

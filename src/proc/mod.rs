@@ -126,17 +126,24 @@ impl Proc {
         if self.finished().is_some() {
             return Err(ProcError::Exited(self.id));
         }
-        let pid = self.os_pid.load(Ordering::Acquire);
-        if pid == 0 {
-            return Err(ProcError::Signal {
-                id: self.id,
-                reason: "it has not started yet".into(),
-            });
-        }
         let signal = rustix::process::Signal::from_named_raw(sig).ok_or(ProcError::Signal {
             id: self.id,
             reason: format!("{sig} is not a signal number"),
         })?;
+        let pid = self.os_pid.load(Ordering::Acquire);
+        if pid == 0 {
+            // Still waiting for approval (or about to spawn): a terminating
+            // signal cancels the call, which then never runs.
+            if matches!(sig, 1 | 2 | 9 | 15) {
+                tracing::info!(pid = self.id, sig, "cancelled before it started");
+                self.cancel();
+                return Ok(());
+            }
+            return Err(ProcError::Signal {
+                id: self.id,
+                reason: "it has not started yet; only HUP, INT, KILL or TERM cancel it now".into(),
+            });
+        }
         let pgid = rustix::process::Pid::from_raw(pid as i32).ok_or(ProcError::Signal {
             id: self.id,
             reason: "bad pid".into(),
