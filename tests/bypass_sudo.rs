@@ -32,14 +32,17 @@ fn tools(t: &std::path::Path) {
 
 const EXPECTED_STDIN: &str = "stdin=[{\"text\":\"hi\"}\n]";
 
-fn users() -> bool {
-    if !ensure_test_users() {
-        eprintln!(
-            "SKIP: the sudo test users are missing and cannot be created (run .ci/bypass-users as root)"
-        );
-        return false;
-    }
-    true
+/// These tests never pass by skipping: without `sudo` and the test users
+/// (both set up by `.ci/run`) they fail and say what is missing.
+fn require_sudo_and_users() {
+    assert!(
+        which_sudo(),
+        "`sudo` is not installed: `apt-get install sudo` (.ci/run does it)"
+    );
+    assert!(
+        ensure_test_users(),
+        "the sudo test users are missing and cannot be created: run .ci/bypass-users as root"
+    );
 }
 
 fn which_sudo() -> bool {
@@ -52,9 +55,7 @@ fn which_sudo() -> bool {
 
 #[test]
 fn nopasswd_needs_no_credential_and_denial_never_reaches_the_gate() {
-    if !which_sudo() || !users() {
-        return;
-    }
+    require_sudo_and_users();
     let b = Bypass::start_as("toolsrv-np", &[], tools);
     let mut c = b.session();
     c.write("ctl", b"load a rootid").unwrap();
@@ -105,9 +106,7 @@ fn scanner() -> (Arc<AtomicBool>, std::thread::JoinHandle<Vec<String>>) {
 
 #[test]
 fn password_reaches_sudo_s_and_nowhere_else() {
-    if !which_sudo() || !users() {
-        return;
-    }
+    require_sudo_and_users();
     let b = Bypass::start_as("toolsrv-pw", &[], tools);
     let mut c = b.session();
     c.write("ctl", b"load a rootid").unwrap();
@@ -186,9 +185,7 @@ fn shown(buf: &Arc<Mutex<Vec<u8>>>) -> String {
 
 #[test]
 fn terminal_approver_through_a_pty() {
-    if !which_sudo() || !users() {
-        return;
-    }
+    require_sudo_and_users();
     let b = Bypass::start_as("toolsrv-pw", &[], tools);
     let mut c = b.session();
     c.write("ctl", b"load a rootid").unwrap();
