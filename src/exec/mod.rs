@@ -11,9 +11,11 @@ mod group;
 mod output;
 mod result;
 mod run;
+mod spawner;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -25,6 +27,7 @@ pub use group::group_alive;
 pub use output::{Output, Stream};
 pub use result::cut_utf8;
 pub use run::run;
+pub use spawner::{Spawned, Spawner};
 
 /// Hook run in the child between fork and exec, after the child has been put
 /// in its own process group (the sandbox applies its ruleset here).
@@ -73,8 +76,12 @@ pub struct Call {
     /// Call timeout; `None` means `limits.default_timeout`.
     pub timeout: Option<Duration>,
     pub limits: Limits,
-    /// Run in the child before exec (sandbox confinement).
+    /// Run in the child before exec. Makes std fork the whole process:
+    /// prefer `spawner` for confinement.
     pub pre_exec: Option<PreExec>,
+    /// Start the child from this thread instead of the calling one (a thread
+    /// that confined itself, so the child inherits the sandbox).
+    pub spawner: Option<Arc<Spawner>>,
 }
 
 impl std::fmt::Debug for Call {
@@ -87,6 +94,7 @@ impl std::fmt::Debug for Call {
             .field("timeout", &self.timeout)
             .field("limits", &self.limits)
             .field("pre_exec", &self.pre_exec.is_some())
+            .field("spawner", &self.spawner.is_some())
             .finish_non_exhaustive()
     }
 }

@@ -142,6 +142,7 @@ pub async fn run(
         timeout,
         limits,
         pre_exec,
+        spawner,
     } = call;
     let timeout = timeout.unwrap_or(limits.default_timeout);
 
@@ -181,15 +182,36 @@ pub async fn run(
     }
 
     let mut attempt = 0;
+    let mut cmd = Some(cmd);
     let spawned = loop {
-        match cmd.spawn() {
-            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && attempt < TXTBSY_RETRIES => {
+        let Some(mut c) = cmd.take() else {
+            break Err(std::io::Error::other("the command was lost"));
+        };
+        let r = match &spawner {
+            Some(s) => {
+                let (back, r) = s.spawn(c).await;
+                cmd = back;
+                r
+            }
+            None => {
+                let r = c.spawn();
+                cmd = Some(c);
+                r
+            }
+        };
+        match r {
+            Err(e)
+                if e.raw_os_error() == Some(libc::ETXTBSY)
+                    && attempt < TXTBSY_RETRIES
+                    && cmd.is_some() =>
+            {
                 attempt += 1;
                 sleep(Duration::from_millis(5 << attempt)).await;
             }
             other => break other,
         }
     };
+    drop(cmd);
     let mut child = match spawned {
         Ok(c) => c,
         Err(e) => {

@@ -3,6 +3,7 @@
 //! a call that must leave the sandbox, the plan the bypass broker approves.
 
 use std::collections::HashMap;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
@@ -61,6 +62,10 @@ pub struct Policy {
     cache: Mutex<HashMap<String, CachedProfile>>,
     /// The bypass socket and capabilities given to every call (server only).
     bypass: Option<Arc<Capabilities>>,
+    /// This process's environment, captured once: the base of every tool's.
+    env: Vec<(OsString, OsString)>,
+    /// Path templates expand against `env` (working directory set per call).
+    expand: ExpandContext,
 }
 
 impl Policy {
@@ -84,6 +89,8 @@ impl Policy {
             cooldown: Cooldown::new(cooldown),
             cache: Mutex::default(),
             bypass: None,
+            expand: ExpandContext::new("/", std::env::vars_os()),
+            env: std::env::vars_os().collect(),
         })
     }
 
@@ -165,7 +172,7 @@ impl Policy {
             Command::Shell(s) => s.clone(),
         };
         let mut env = exec::tool_env(
-            std::env::vars_os(),
+            self.env.iter().cloned(),
             &self.tools_path,
             &cwd,
             session.as_deref(),
@@ -191,11 +198,11 @@ impl Policy {
             }
         };
 
-        let (env, pre_exec) = match &self.profiles {
-            None if needs_approval => (env, None),
+        let (env, pre_exec, spawner) = match &self.profiles {
+            None if needs_approval => (env, None, None),
             None => {
                 tracing::warn!(tool = name, agent, "--yolo: running unconfined");
-                (env, None)
+                (env, None, None)
             }
             Some(profiles) => {
                 let profile_name = dispatch.sandbox.as_deref().unwrap_or(DEFAULT_PROFILE);
@@ -210,20 +217,26 @@ impl Policy {
                 }
                 if needs_approval {
                     // Approved calls run unconfined: no sandbox to prepare.
-                    (env, None)
+                    (env, None, None)
                 } else {
                     let exe: &Path = match &command {
                         Command::Exec(p) => p,
                         Command::Shell(_) => Path::new("/bin/sh"),
                     };
                     let prepared = profile
-                        .prepare(&ExpandContext::from_process(&cwd), Some(exe))
+                        .prepare(&self.expand.with_cwd(&cwd), Some(exe))
                         .map_err(|e| refuse(e.to_string()))?;
                     let missing = prepared.not_enforced();
                     if !missing.is_empty() {
                         tracing::warn!(tool = name, profile = profile_name, not_enforced = ?missing, "sandbox runs in best-effort mode");
                     }
-                    (prepared.filter_env(env), Some(prepared.into_pre_exec()))
+                    let env = prepared.filter_env(env);
+                    // A confined spawner thread when there is one (posix_spawn,
+                    // no fork of the server), else the hook in a forked child.
+                    match prepared.spawner() {
+                        Some(s) => (env, None, Some(s)),
+                        None => (env, Some(prepared.into_pre_exec()), None),
+                    }
                 }
             }
         };
@@ -244,6 +257,7 @@ impl Policy {
             timeout: dispatch.timeout,
             limits: self.limits.clone(),
             pre_exec,
+            spawner,
         };
         if needs_approval {
             let plan = Plan {

@@ -1,5 +1,8 @@
-//! The code that runs in the child between fork and exec: `no_new_privs`,
+//! The code that confines the calling thread: `no_new_privs`,
 //! `landlock_restrict_self`, seccomp. Raw syscalls only, no allocation, no locks.
+//!
+//! It runs either in a forked child between fork and exec (`pre_exec`), or
+//! once on a spawner thread (`exec::Spawner`) whose children inherit it.
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -9,6 +12,7 @@ use std::sync::Arc;
 pub type PreExec = Box<dyn FnMut() -> io::Result<()> + Send + Sync>;
 
 /// Everything the child needs, built by the parent.
+#[derive(Clone)]
 pub(crate) struct ChildPlan {
     /// A created and filled Landlock ruleset (`O_CLOEXEC`), if any; shared
     /// with the profile's ruleset cache and other calls.

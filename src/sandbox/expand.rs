@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// What path templates expand against, plus test-only knobs.
 #[derive(Debug, Clone)]
@@ -14,8 +15,9 @@ pub struct ExpandContext {
     pub home: Option<PathBuf>,
     /// `{TMPDIR}`; `None` falls back to `$TMPDIR`, then `/tmp`.
     pub tmpdir: Option<PathBuf>,
-    /// Environment used for XDG variables and any other `{ENVVAR}`.
-    pub env: HashMap<String, OsString>,
+    /// Environment used for XDG variables and any other `{ENVVAR}` (shared:
+    /// [`ExpandContext::with_cwd`] copies a context cheaply).
+    pub env: Arc<HashMap<String, OsString>>,
     /// Pretend the kernel offers at most this Landlock ABI (tests; 0 = none).
     pub max_abi: Option<u32>,
 }
@@ -35,7 +37,7 @@ impl ExpandContext {
             cwd: cwd.into(),
             home: nonempty("HOME"),
             tmpdir: nonempty("TMPDIR"),
-            env,
+            env: Arc::new(env),
             max_abi: None,
         }
     }
@@ -43,6 +45,14 @@ impl ExpandContext {
     /// A context from this process's environment.
     pub fn from_process(cwd: impl Into<PathBuf>) -> Self {
         Self::new(cwd, std::env::vars_os())
+    }
+
+    /// The same context for another working directory (shares the environment).
+    pub fn with_cwd(&self, cwd: impl Into<PathBuf>) -> Self {
+        ExpandContext {
+            cwd: cwd.into(),
+            ..self.clone()
+        }
     }
 
     /// Pretend the kernel offers at most Landlock ABI `abi` (0 = no Landlock).

@@ -4,8 +4,10 @@
 //! The flow: [`Profiles::load`] reads `<config>/ollie/sandbox/<name>.yaml` into a
 //! [`Profile`]; [`Profile::prepare`] expands its paths and builds, in the parent,
 //! the Landlock ruleset fd and the seccomp BPF program ([`Prepared`]);
-//! [`Prepared::into_pre_exec`] gives the closure that the child runs between fork
-//! and exec. [`validate`] checks command text before anything runs.
+//! [`Prepared::spawner`] gives the cached ruleset's spawner thread, confined
+//! once, whose `posix_spawn`ed children inherit the sandbox (the server's path);
+//! [`Prepared::into_pre_exec`] gives the closure a forked child runs between fork
+//! and exec instead. [`validate`] checks command text before anything runs.
 
 mod abi;
 mod cache;
