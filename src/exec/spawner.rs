@@ -73,6 +73,9 @@ impl Spawner {
         let (tx, rx) = mpsc::channel::<Job>();
         let tid = Arc::new(AtomicI32::new(0));
         let tid_out = tid.clone();
+        // `start` returns once the thread has run `setup`, so `tid` is set
+        // and the first spawn does not race the confinement.
+        let (ready_tx, ready_rx) = mpsc::sync_channel::<()>(1);
         std::thread::Builder::new()
             .name(name.to_string())
             .stack_size(STACK)
@@ -85,8 +88,10 @@ impl Spawner {
                     errno: e.raw_os_error(),
                     message: e.to_string(),
                 });
+                let _ = ready_tx.send(());
                 serve(rx, failed);
             })?;
+        let _ = ready_rx.recv();
         Ok(Spawner { tx, tid })
     }
 
@@ -110,7 +115,7 @@ impl Spawner {
         }
     }
 
-    /// The kernel thread id of the spawner thread (0 until it has started).
+    /// The kernel thread id of the spawner thread.
     pub fn tid(&self) -> i32 {
         self.tid.load(Ordering::Acquire)
     }
