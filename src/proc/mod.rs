@@ -116,6 +116,19 @@ impl Proc {
         }
     }
 
+    /// Record how the process ended, wake its waiters and run the exit hook.
+    fn finish(&self, outcome: Outcome, on_exit: Option<&OnExit>) {
+        let fin = Arc::new(Finished {
+            outcome,
+            ended: SystemTime::now(),
+            ended_at: Instant::now(),
+        });
+        self.done.send_replace(Some(fin.clone()));
+        if let Some(hook) = on_exit {
+            hook(self, &fin);
+        }
+    }
+
     /// Ask the process to stop (its group gets TERM, then KILL after a grace).
     pub fn cancel(&self) {
         self.cancel.cancel();
@@ -281,15 +294,7 @@ impl ProcTable {
                         truncated: false,
                         duration: p.started_at.elapsed(),
                     };
-                    let fin = Arc::new(Finished {
-                        outcome,
-                        ended: SystemTime::now(),
-                        ended_at: Instant::now(),
-                    });
-                    p.done.send_replace(Some(fin.clone()));
-                    if let Some(hook) = on_exit.get() {
-                        hook(&p, &fin);
-                    }
+                    p.finish(outcome, on_exit.get());
                     return;
                 }
             };
@@ -298,15 +303,7 @@ impl ProcTable {
             })
             .await;
             tracing::debug!(pid = p.id, tool = %p.info.tool, code = ?outcome.status.code, "process ended");
-            let fin = Arc::new(Finished {
-                outcome,
-                ended: SystemTime::now(),
-                ended_at: Instant::now(),
-            });
-            p.done.send_replace(Some(fin.clone()));
-            if let Some(hook) = on_exit.get() {
-                hook(&p, &fin);
-            }
+            p.finish(outcome, on_exit.get());
         });
         proc
     }
