@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 use super::ProcInfo;
 use crate::bypass::socket::CallIdentity;
 use crate::bypass::{Capabilities, CapabilityGuard, Plan};
-use crate::exec::{self, Call, Limits};
+use crate::exec::{self, Call, Limits, Spawner};
 use crate::meta::{Command, Tool};
 use crate::protocol::{ToolResult, take_dispatch};
 use crate::sandbox::{Cooldown, CooldownConfig, ExpandContext, Profile, Profiles};
@@ -66,6 +66,9 @@ pub struct Policy {
     env: Vec<(OsString, OsString)>,
     /// Path templates expand against `env` (working directory set per call).
     expand: ExpandContext,
+    /// The spawner thread for unconfined calls (`--yolo`, approved bypass),
+    /// started on first use: spawning there keeps the runtime's workers free.
+    unconfined: std::sync::OnceLock<Option<Arc<Spawner>>>,
 }
 
 impl Policy {
@@ -90,6 +93,7 @@ impl Policy {
             cache: Mutex::default(),
             bypass: None,
             expand: ExpandContext::new("/", std::env::vars_os()),
+            unconfined: std::sync::OnceLock::new(),
             env: std::env::vars_os().collect(),
         })
     }
@@ -97,6 +101,20 @@ impl Policy {
     /// Give every call `OLLIE_BYPASS_SOCKET` and its own `OLLIE_BYPASS_CAPABILITY`.
     pub fn set_bypass(&mut self, caps: Arc<Capabilities>) {
         self.bypass = Some(caps);
+    }
+
+    /// The unconfined spawner thread; `None` (spawn from the caller's
+    /// thread) if it cannot be started.
+    fn unconfined(&self) -> Option<Arc<Spawner>> {
+        self.unconfined
+            .get_or_init(|| match Spawner::start("toolsrv-spawn", || Ok(())) {
+                Ok(s) => Some(Arc::new(s)),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot start the spawner thread; spawning from the runtime");
+                    None
+                }
+            })
+            .clone()
     }
 
     pub fn enforcing(&self) -> bool {
@@ -199,10 +217,10 @@ impl Policy {
         };
 
         let (env, pre_exec, spawner) = match &self.profiles {
-            None if needs_approval => (env, None, None),
+            None if needs_approval => (env, None, self.unconfined()),
             None => {
                 tracing::warn!(tool = name, agent, "--yolo: running unconfined");
-                (env, None, None)
+                (env, None, self.unconfined())
             }
             Some(profiles) => {
                 let profile_name = dispatch.sandbox.as_deref().unwrap_or(DEFAULT_PROFILE);
@@ -217,7 +235,7 @@ impl Policy {
                 }
                 if needs_approval {
                     // Approved calls run unconfined: no sandbox to prepare.
-                    (env, None, None)
+                    (env, None, self.unconfined())
                 } else {
                     let exe: &Path = match &command {
                         Command::Exec(p) => p,
