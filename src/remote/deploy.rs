@@ -342,8 +342,17 @@ if command -v setsid >/dev/null 2>&1; then set -- setsid; else set --; fi
 pid=$!
 echo "$pid" >"$p"
 i=0
+# Only a process that is gone (or a zombie) counts as exited here: until the
+# background shell has exec'd the server, its command line is not ours yet.
+gone() {{
+  if [ -r "/proc/$1/status" ]; then
+    grep -q '^State:[[:space:]]*Z' "/proc/$1/status"
+  else
+    ! kill -0 "$1" 2>/dev/null
+  fi
+}}
 while [ ! -S "$s" ]; do
-  if ! ours "$pid"; then
+  if gone "$pid"; then
     echo "the remote toolsrv serve exited; the end of $l:" >&2; tail -n 20 "$l" >&2
     rm -f "$p"; exit 1
   fi
