@@ -52,7 +52,9 @@ pub fn standard_tools(tools: &Path) {
         tools,
         "sleep",
         r#"{"description":"Sleep.","args":{"type":"object","properties":{"seconds":{"type":"number"}}}}"#,
-        Some("#!/bin/sh\necho \"pid $$\" >&2\necho $$ > \"$PWD/sleep.pid\"\nexec sleep 1000\n"),
+        Some(
+            "#!/bin/sh\necho \"pid $$\" >&2\necho $$ > \"$PWD/.sleep.pid\" && mv \"$PWD/.sleep.pid\" \"$PWD/sleep.pid\"\nexec sleep 1000\n",
+        ),
     );
     write_tool(
         tools,
