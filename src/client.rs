@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use crate::ninep::client::{Client, ClientError};
+use crate::ninep::client::{Client, ClientError, Fid};
 use crate::ninep::fs::{ORDWR, OREAD, OWRITE, Stat};
 use crate::protocol::{ToolResult, encode_payload};
 
@@ -103,6 +103,9 @@ pub struct Session {
     pub client: Client,
     /// The token for request payloads (absent with `--no-auth`).
     pub token: Option<String>,
+    /// An open `proc/new` fid kept between synchronous calls: a write at
+    /// offset 0 starts a new request on it, saving walk, open and clunk.
+    call_fid: Option<Fid>,
 }
 
 impl Session {
@@ -126,12 +129,17 @@ impl Session {
             source,
         };
         match Client::open_session(socket, "agent", "", Some(&secret)) {
-            Ok((client, token)) => Ok(Session { client, token }),
+            Ok((client, token)) => Ok(Session {
+                client,
+                token,
+                call_fid: None,
+            }),
             Err(ClientError::Server(e)) if e.contains("not required") => {
                 let (client, _) = Client::open_session(socket, "agent", "", None).map_err(cerr)?;
                 Ok(Session {
                     client,
                     token: None,
+                    call_fid: None,
                 })
             }
             Err(ClientError::Server(message)) => Err(SessionError::Refused {
@@ -222,6 +230,10 @@ impl Session {
     }
 
     /// Run a synchronous call and return its result.
+    ///
+    /// The `proc/new` fid stays open for the next call. If anything fails
+    /// mid-call it is clunked (which also cancels a call still running) and
+    /// the next call opens a fresh one.
     pub fn call(
         &mut self,
         agent: &str,
@@ -229,10 +241,48 @@ impl Session {
         args: &Map<String, Value>,
         cwd: Option<&Path>,
     ) -> Result<ToolResult, SessionError> {
+        const PATH: &str = "proc/new";
         let payload = self.payload(agent, tool, args, cwd);
-        let answer = self.rdwr("proc/new", payload.as_bytes())?;
+        let fid = match self.call_fid.take() {
+            Some(fid) => fid,
+            None => Self::op(PATH, self.client.walk_open(PATH, ORDWR))?,
+        };
+        let answer = match self
+            .client
+            .write(fid, payload.as_bytes())
+            .and_then(|_| self.read_answer(fid))
+        {
+            Ok(a) => a,
+            Err(e) => {
+                let _ = self.client.clunk(fid);
+                return Self::op(PATH, Err(e));
+            }
+        };
+        self.call_fid = Some(fid);
         serde_json::from_slice(&answer)
             .map_err(|_| SessionError::BadResult(String::from_utf8_lossy(&answer).into_owned()))
+    }
+
+    /// Reads a call's answer. The server computes the whole result before
+    /// the first read returns, so a short read holding a complete JSON value
+    /// is all of it (a proper prefix of a JSON object never parses); anything
+    /// else is read on until an empty read.
+    fn read_answer(&mut self, fid: Fid) -> Result<Vec<u8>, ClientError> {
+        let iounit = self.client.iounit();
+        let mut out = self.client.read(fid, 0, iounit)?;
+        if out.is_empty() {
+            return Ok(out);
+        }
+        if out.len() < iounit as usize && serde_json::from_slice::<Value>(&out).is_ok() {
+            return Ok(out);
+        }
+        loop {
+            let chunk = self.client.read(fid, out.len() as u64, iounit)?;
+            if chunk.is_empty() {
+                return Ok(out);
+            }
+            out.extend_from_slice(&chunk);
+        }
     }
 
     /// Start a background call and return its PID.

@@ -17,6 +17,22 @@ pub const AGENT: &str = "bench";
 /// What every trivial call writes to the tool's stdin (exactly what the server writes).
 pub const INPUT: &[u8] = b"{\"text\":\"hello\"}\n";
 
+/// Variables `cargo bench` adds that must not reach the tools. Cargo sets
+/// `LD_LIBRARY_PATH` to four directories (target/release, its deps, the
+/// toolchain's libs): the dynamic loader of every dynamically linked tool
+/// then probes about 30 paths before it finds libc, about 0.1 ms per spawn.
+/// The sandboxed server's filtered environment drops it, the direct spawn
+/// and `--yolo` calls kept it: that was the `--yolo` ≈ 0.1 ms slower gap.
+pub const CARGO_ENV: &[&str] = &["LD_LIBRARY_PATH"];
+
+/// `cmd` without [`CARGO_ENV`], so every way of running a tool sees the same environment.
+pub fn clean_env(cmd: &mut Command) -> &mut Command {
+    for k in CARGO_ENV {
+        cmd.env_remove(k);
+    }
+    cmd
+}
+
 /// `target/release/toolsrv`, or a clear error saying how to build it.
 pub fn release_binary() -> Result<PathBuf, String> {
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
@@ -125,7 +141,8 @@ impl World {
         let log = root.join("server.log");
         let logf = std::fs::File::create(&log).map_err(|e| e.to_string())?;
         let mut cmd = Command::new(&self.bin);
-        cmd.arg("serve")
+        clean_env(&mut cmd)
+            .arg("serve")
             .arg("--listen")
             .arg(&socket)
             .arg("--tools")
@@ -227,7 +244,7 @@ pub fn call(s: &mut Session, tool: &str, cwd: &Path) -> Result<(), String> {
 
 /// Spawn `tool` directly, feed it [`INPUT`], wait for its output.
 pub fn direct(tool: &Path, cwd: &Path) -> Result<Vec<u8>, String> {
-    let mut c = Command::new(tool)
+    let mut c = clean_env(&mut Command::new(tool))
         .current_dir(cwd)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -249,7 +249,7 @@ pub fn exit_to_wait(w: &World, srv: &Server, iters: usize) -> Result<(Dist, Dist
         let _ = s.write(&format!("proc/{pid}/ctl"), b"dismiss");
 
         let _ = std::fs::remove_file(w.work.join("stamp"));
-        let mut c = std::process::Command::new(&exe)
+        let mut c = fixture::clean_env(&mut std::process::Command::new(&exe))
             .current_dir(&w.work)
             .stdin(std::process::Stdio::null())
             .spawn()

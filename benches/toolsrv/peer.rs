@@ -19,7 +19,7 @@ fn python() -> PathBuf {
 /// `Ok(None)` with a message printed when the SDK is not installed.
 pub fn run(tool: &Path, calls: usize) -> Result<Option<Value>, String> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/mcp_peer/bench.py");
-    let out = Command::new(python())
+    let out = crate::fixture::clean_env(&mut Command::new(python()))
         .arg(&script)
         .arg("--tool")
         .arg(tool)

@@ -1,0 +1,59 @@
+//! End-to-end: `Session::call` keeps its `proc/new` fid between calls; a
+//! call that fails at the 9P level drops it and the next call starts afresh.
+
+mod common;
+
+use common::TestServer;
+use serde_json::{Map, Value, json};
+use toolsrv::client::Session;
+
+fn args(v: Value) -> Map<String, Value> {
+    v.as_object().cloned().unwrap()
+}
+
+#[test]
+fn reused_fid_big_answers_and_recovery_after_an_error() {
+    let s = TestServer::start(&[]);
+    let mut c = Session::connect_with_secret(&s.socket, Some(b"test-secret")).unwrap();
+    c.write("ctl", b"load a echo\nload a fail").unwrap();
+
+    // Many calls on one session, alternating tools: each gets its own answer.
+    for i in 0..20 {
+        let text = format!("call {i}");
+        let r = c
+            .call("a", "echo", &args(json!({"text": text})), None)
+            .unwrap();
+        assert!(!r.is_error, "{r:?}");
+        let echoed: Value = serde_json::from_str(&r.joined_text()).unwrap();
+        assert_eq!(echoed, json!({"text": text}));
+        let r = c.call("a", "fail", &Map::new(), None).unwrap();
+        assert!(r.is_error, "{r:?}");
+    }
+
+    // A large answer (cut by the server for the model) arrives whole.
+    let big = "x".repeat(200_000);
+    let r = c
+        .call("a", "echo", &args(json!({"text": big})), None)
+        .unwrap();
+    assert!(!r.is_error, "{r:?}");
+    let t = r.joined_text();
+    assert!(t.starts_with("{\"text\":\"xxx"), "{}", &t[..40]);
+    assert!(t.len() > 30_000, "{}", t.len());
+    assert!(
+        t.trim_end().ends_with("more bytes not shown]"),
+        "{}",
+        &t[t.len() - 80..]
+    );
+
+    // A call the server refuses at the 9P level (bad token) is an error ...
+    let token = c.token.replace("not-the-token".into());
+    assert!(c.call("a", "echo", &Map::new(), None).is_err());
+    // ... and the next call works on a fresh fid.
+    c.token = token;
+    let r = c
+        .call("a", "echo", &args(json!({"text": "again"})), None)
+        .unwrap();
+    assert!(!r.is_error, "{r:?}");
+    let echoed: Value = serde_json::from_str(&r.joined_text()).unwrap();
+    assert_eq!(echoed, json!({"text": "again"}));
+}
