@@ -84,13 +84,7 @@ fn independent_client_reads_lists_and_calls() {
     c.write("proc/new.bg", 0, b"tool=sleep\nagent=a\n").unwrap();
     let pid2 = String::from_utf8(c.read("proc/new.bg").unwrap()).unwrap();
     let pid2 = pid2.trim().to_string();
-    let pidfile = s.dir.path().join("sleep.pid");
-    assert!(eventually(Duration::from_secs(5), || pidfile.exists()));
-    let child: u32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let child = s.sleep_pid();
     c.write(format!("proc/{pid2}/ctl"), 0, b"signal 9").unwrap();
     assert_eq!(c.read(format!("proc/{pid2}/wait")).unwrap(), b"-1\n");
     assert!(eventually(Duration::from_secs(2), || !alive(child)));

@@ -360,13 +360,7 @@ fn flush_cancels_a_sync_call() {
             count: 8192,
         })
         .unwrap();
-    let pidfile = s.dir.path().join("sleep.pid");
-    assert!(eventually(Duration::from_secs(5), || pidfile.exists()));
-    let child: u32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let child = s.sleep_pid();
     assert!(alive(child));
     let ftag = c.client.interrupter().flush(tag).unwrap();
     // The next reply is the Rflush (the flushed read gets none).
@@ -381,13 +375,7 @@ fn shutdown_leaves_no_socket_and_no_processes() {
     let mut c = session(&s);
     c.write("ctl", b"load a sleep").unwrap();
     c.call_bg("a", "sleep", &Map::new(), None).unwrap();
-    let pidfile = s.dir.path().join("sleep.pid");
-    assert!(eventually(Duration::from_secs(5), || pidfile.exists()));
-    let child: u32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let child = s.sleep_pid();
     let st = s.stop();
     assert!(st.success(), "{st:?}\n{}", s.log_text());
     assert!(!s.socket.exists());

@@ -143,6 +143,21 @@ impl TestServer {
         c
     }
 
+    /// Wait for the standard `sleep` tool to start and return its PID.
+    pub fn sleep_pid(&self) -> u32 {
+        let pidfile = self.dir.path().join("sleep.pid");
+        assert!(
+            eventually(Duration::from_secs(5), || pidfile.exists()),
+            "the sleep tool did not start; log:\n{}",
+            self.log_text()
+        );
+        std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
     /// Send SIGTERM and wait for exit; returns the exit status.
     pub fn stop(&mut self) -> std::process::ExitStatus {
         let mut child = self.child.take().expect("server running");
