@@ -6,6 +6,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::Server;
+use crate::meta::Catalog;
 use crate::ninep::fs::FsError;
 use crate::search::{Doc, Searcher};
 
@@ -67,14 +68,14 @@ fn parse(written: &[u8]) -> Result<Query, FsError> {
 }
 
 impl Server {
-    /// The index of the current catalog (rebuilt only when discovery changed).
-    fn searcher(&self) -> Arc<Searcher> {
+    /// The current catalog and its index (rebuilt only when discovery changed).
+    fn searcher(&self) -> (Arc<Catalog>, Arc<Searcher>) {
         let catalog = self.discoverer.discover();
         let mut cached = self.searcher.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((c, s)) = cached.as_ref()
             && Arc::ptr_eq(c, &catalog)
         {
-            return s.clone();
+            return (catalog, s.clone());
         }
         let docs = catalog
             .tools
@@ -87,20 +88,19 @@ impl Server {
             })
             .collect();
         let s = Arc::new(Searcher::new(docs, self.config.embed.clone()));
-        *cached = Some((catalog, s.clone()));
-        s
+        *cached = Some((catalog.clone(), s.clone()));
+        (catalog, s)
     }
 
     /// Answer a search request as a JSON list of hits.
     pub(super) async fn search(&self, written: &[u8]) -> Result<Arc<[u8]>, FsError> {
         let q = parse(written)?;
-        let searcher = self.searcher();
+        let (catalog, searcher) = self.searcher();
         // The embedding ranker makes blocking HTTP requests: keep them off the runtime.
-        let (searcher, text, limit) = (searcher.clone(), q.text.clone(), q.limit);
+        let (text, limit) = (q.text.clone(), q.limit);
         let outcome = tokio::task::spawn_blocking(move || searcher.search(&text, limit))
             .await
             .map_err(|e| FsError(format!("search failed: {e}")))?;
-        let catalog = self.discoverer.discover();
         let loaded: Vec<String> = self
             .registry
             .loaded(&q.agent)
