@@ -110,39 +110,10 @@ impl DurationSpec {
     }
 }
 
-/// Parse `90`, `90s`, `2m`, `1h`, `1m30s`, `500ms`.
+/// Parse `90`, `2.5`, `90s`, `2m`, `1m30s`, `500ms`: the same rules as a
+/// call's `timeout` ([`crate::protocol::parse_timeout`]).
 pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
-    let t = text.trim();
-    if let Ok(secs) = t.parse::<f64>() {
-        return Duration::try_from_secs_f64(secs).map_err(|e| format!("{text:?}: {e}"));
-    }
-    let mut total = 0f64;
-    let mut rest = t;
-    if rest.is_empty() {
-        return Err("empty duration".to_string());
-    }
-    while !rest.is_empty() {
-        let num_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(|| format!("{text:?}: missing unit (s, m, h, ms)"))?;
-        let n: f64 = rest[..num_len]
-            .parse()
-            .map_err(|_| format!("{text:?}: bad number"))?;
-        rest = &rest[num_len..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let mult = match &rest[..unit_len] {
-            "ms" => 0.001,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            u => return Err(format!("{text:?}: unknown unit {u:?} (use ms, s, m, h)")),
-        };
-        total += n * mult;
-        rest = &rest[unit_len..];
-    }
-    Duration::try_from_secs_f64(total).map_err(|e| format!("{text:?}: {e}"))
+    crate::protocol::parse_timeout(text).map_err(|e| e.to_string())
 }
 
 /// `validation:` section (toolsrv's own; ollie ignores it).
