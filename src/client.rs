@@ -82,9 +82,7 @@ pub fn load_secret() -> Result<Vec<u8>, SessionError> {
             if let Some(dir) = path.parent() {
                 std::fs::create_dir_all(dir).map_err(err)?;
             }
-            let mut raw = [0u8; 32];
-            getrandom::fill(&mut raw).map_err(|e| err(std::io::Error::other(e)))?;
-            let secret: String = raw.iter().map(|b| format!("{b:02x}")).collect();
+            let secret = crate::protocol::random_token().map_err(err)?;
             let mut f = std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)

@@ -111,10 +111,8 @@ impl Capabilities {
     pub fn mint(
         self: &Arc<Self>,
         ident: CallIdentity,
-    ) -> Result<(String, CapabilityGuard), getrandom::Error> {
-        let mut raw = [0u8; 32];
-        getrandom::fill(&mut raw)?;
-        let token: String = raw.iter().map(|b| format!("{b:02x}")).collect();
+    ) -> std::io::Result<(String, CapabilityGuard)> {
+        let token = crate::protocol::random_token()?;
         let serial = self.next.fetch_add(1, Ordering::Relaxed);
         let ident = Arc::new(ident);
         self.lock().insert(

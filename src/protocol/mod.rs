@@ -5,6 +5,7 @@
 pub mod dispatch;
 mod payload;
 mod result;
+mod token;
 
 pub use dispatch::{
     Dispatch, DispatchError, DurationError, parse_duration, parse_timeout, take_dispatch,
@@ -14,3 +15,4 @@ pub use payload::{
     parse_payload,
 };
 pub use result::{Content, ToolResult};
+pub use token::random_token;

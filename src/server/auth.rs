@@ -32,9 +32,7 @@ pub struct Auth {
 impl Auth {
     /// `required` is false for `--no-auth`.
     pub fn new(required: bool) -> std::io::Result<Self> {
-        let mut raw = [0u8; 32];
-        getrandom::fill(&mut raw).map_err(std::io::Error::other)?;
-        let token = raw.iter().map(|b| format!("{b:02x}")).collect();
+        let token = crate::protocol::random_token()?;
         Ok(Auth {
             required,
             secret: Mutex::new(None),
