@@ -49,12 +49,9 @@ pub fn default_socket() -> PathBuf {
 /// Where the client keeps its secret: `$XDG_CONFIG_HOME/toolsrv/secret`
 /// (default `~/.config/toolsrv/secret`).
 pub fn secret_path() -> PathBuf {
-    let config = std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
-        .unwrap_or_else(|| PathBuf::from("."));
-    config.join("toolsrv/secret")
+    crate::dirs::config_home()
+        .unwrap_or_else(|| PathBuf::from("."))
+        .join("toolsrv/secret")
 }
 
 /// The secret from `TOOLSRV_SECRET`, else from the secret file, which is

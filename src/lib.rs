@@ -7,6 +7,7 @@
 pub mod bypass;
 pub mod cli;
 pub mod client;
+pub mod dirs;
 pub mod exec;
 pub mod meta;
 pub mod ninep;

@@ -14,15 +14,7 @@ use super::{AskedBy, BypassError, Kind, Request};
 
 /// `$XDG_STATE_HOME/toolsrv/audit.jsonl`, else `~/.local/state/toolsrv/audit.jsonl`.
 pub fn default_audit_path() -> Option<PathBuf> {
-    let state = std::env::var_os("XDG_STATE_HOME")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .filter(|h| !h.is_empty())
-                .map(|h| PathBuf::from(h).join(".local/state"))
-        })?;
-    Some(state.join("toolsrv/audit.jsonl"))
+    Some(crate::dirs::state_home()?.join("toolsrv/audit.jsonl"))
 }
 
 /// One line of the log. Built only from [`Request`] fields and decision

@@ -284,15 +284,7 @@ impl Profiles {
 
     /// `$XDG_CONFIG_HOME/ollie/sandbox`, or `~/.config/ollie/sandbox`.
     pub fn default_dir() -> Option<PathBuf> {
-        let cfg = std::env::var_os("XDG_CONFIG_HOME")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-            .or_else(|| {
-                std::env::var_os("HOME")
-                    .filter(|v| !v.is_empty())
-                    .map(|h| PathBuf::from(h).join(".config"))
-            })?;
-        Some(cfg.join("ollie").join("sandbox"))
+        Some(crate::dirs::config_home()?.join("ollie").join("sandbox"))
     }
 
     /// The directory these profiles live in.

@@ -118,12 +118,9 @@ impl EmbedConfig {
                 })?;
             cfg.timeout = Duration::from_secs_f64(secs);
         }
-        cfg.cache_dir = var("TOOLSRV_EMBED_CACHE").map(PathBuf::from).or_else(|| {
-            var("XDG_CACHE_HOME")
-                .map(PathBuf::from)
-                .or_else(|| var("HOME").map(|h| PathBuf::from(h).join(".cache")))
-                .map(|c| c.join("toolsrv"))
-        });
+        cfg.cache_dir = var("TOOLSRV_EMBED_CACHE")
+            .map(PathBuf::from)
+            .or_else(|| crate::dirs::cache_home().map(|c| c.join("toolsrv")));
         cfg.api_key = var("TOOLSRV_EMBED_API_KEY");
         Ok(Some(cfg))
     }
