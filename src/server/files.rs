@@ -142,6 +142,16 @@ impl File {
         }
     }
 
+    /// The process a `proc/{pid}` file belongs to.
+    pub fn pid(self) -> Option<u64> {
+        match self {
+            File::Pid(p) | File::Out(p) | File::Wait(p) | File::Stat(p) | File::PidCtl(p) => {
+                Some(p)
+            }
+            _ => None,
+        }
+    }
+
     /// Permission bits, with `DMDIR` for directories.
     pub fn perm(self) -> u32 {
         match self {

@@ -79,12 +79,11 @@ struct ToolSummary<'a> {
 }
 
 impl Server {
-    fn file_exists(&self, file: File) -> bool {
-        match file {
-            File::Pid(p) | File::Out(p) | File::Wait(p) | File::Stat(p) | File::PidCtl(p) => {
-                self.procs.get(p).is_some()
-            }
-            _ => true,
+    /// Every file exists except those of a process that is gone.
+    fn file_exists(&self, file: File) -> Result<(), FsError> {
+        match file.pid() {
+            Some(p) if self.procs.get(p).is_none() => Err(gone(p)),
+            _ => Ok(()),
         }
     }
 
@@ -236,7 +235,7 @@ impl Server {
 
 fn gone(pid: u64) -> FsError {
     FsError::new(format!(
-        "process {pid} is gone (dismissed or garbage-collected)"
+        "file does not exist: process {pid} is gone (dismissed or garbage-collected)"
     ))
 }
 
@@ -288,7 +287,7 @@ impl FileTree for Server {
             None => None,
         };
         match next {
-            Some(f) if self.file_exists(f) => Ok(Node::new(f)),
+            Some(f) if self.file_exists(f).is_ok() => Ok(Node::new(f)),
             _ => Err(FsError::new(format!("file does not exist: {name}"))),
         }
     }
@@ -305,9 +304,7 @@ impl FileTree for Server {
     }
 
     fn stat(&self, node: &Node) -> Result<Stat, FsError> {
-        if !self.file_exists(node.file) {
-            return Err(gone(0));
-        }
+        self.file_exists(node.file)?;
         Ok(self.stat_of(node.file))
     }
 
@@ -334,10 +331,7 @@ impl FileTree for Server {
         if node.file.is_dir() && write {
             return Err(FsError::new("permission denied: cannot write a directory"));
         }
-        if !self.file_exists(node.file) {
-            return Err(FsError::new("file does not exist: process is gone"));
-        }
-        Ok(())
+        self.file_exists(node.file)
     }
 
     fn readdir(&self, node: &Node) -> Result<Vec<Stat>, FsError> {
