@@ -1,44 +1,47 @@
 //! The 9P2000 connection loop: version, fids, tags, flush and cancellation on one stream.
-//! Names and data come from a `FileTree`; file reads and writes run as their own tasks.
+//! Names and data come from a `FileTree`; one task reads, dispatches, runs and answers.
+//!
+//! Everything of a connection happens in the task that owns its stream: frames
+//! are parsed from one buffered read, answered into one output buffer that is
+//! written once per batch, and reads or writes that have to wait (a tool call,
+//! a `wait`) run as futures inside the same task. Nothing hops between tasks
+//! or threads on the way from a request to its reply.
 
 mod dir;
+mod inbuf;
 
 use super::fs::{FileTree, FsError, OEXEC, ORDWR, OREAD, OWRITE, QTDIR, Stat};
 use super::wire::{
-    Fcall, IOHDRSZ, MAX_MSIZE, MAXWELEM, MIN_MSIZE, Msg, NOFID, VERSION, WireError, decode, encode,
-    read_frame_limited,
+    Fcall, IOHDRSZ, MAX_MSIZE, MAXWELEM, MIN_MSIZE, Msg, NOFID, VERSION, WireError, encode,
 };
 use dir::{DirState, read_dir};
+use futures_util::future::{AbortHandle, Abortable, Aborted};
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use inbuf::InBuf;
 use std::collections::HashMap;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::task::Poll;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
-use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 use tracing::{debug, warn};
 
 /// `size[4] Rread tag[2] count[4]`: what an Rread adds around its data.
 const RREAD_HDR: u32 = 11;
 
-/// What the reader task hands the loop.
-enum Inbound {
-    Msg(Msg),
-    Eof,
-    Bad(WireError),
-}
-
-/// A finished read or write task's reply.
+/// A read or write that had to wait, and what it gave.
 struct Done {
     tag: u16,
     id: u64,
-    body: Fcall,
+    body: Result<Fcall, Aborted>,
 }
 
-/// A request running as its own task.
+type Running = Pin<Box<dyn Future<Output = Done> + Send>>;
+
+/// A request still running: its fid (a clunk cancels it) and how to stop it.
 struct Inflight {
     id: u64,
     fid: u32,
-    handle: JoinHandle<()>,
+    abort: AbortHandle,
 }
 
 struct FidState<N> {
@@ -51,99 +54,83 @@ struct FidState<N> {
 
 /// Serves one 9P2000 connection until the peer goes away or breaks the protocol.
 /// On the way out every in-flight request is cancelled and every fid clunked.
-pub async fn serve_conn<T, S>(tree: Arc<T>, stream: S, max_msize: u32)
+pub async fn serve_conn<T, S>(tree: Arc<T>, mut stream: S, max_msize: u32)
 where
     T: FileTree,
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let max_msize = max_msize.clamp(MIN_MSIZE, MAX_MSIZE);
-    let (rd, wr) = tokio::io::split(stream);
-    let limit = Arc::new(AtomicU32::new(max_msize));
-    let (in_tx, mut in_rx) = mpsc::channel(32);
-    let reader = tokio::spawn(reader_task(rd, Arc::clone(&limit), in_tx));
-    let (out_tx, out_rx) = mpsc::channel(64);
-    let writer = tokio::spawn(writer_task(wr, out_rx));
-    let (done_tx, mut done_rx) = mpsc::unbounded_channel();
-
     let mut conn = Conn {
         tree,
         fids: HashMap::new(),
         inflight: HashMap::new(),
+        running: FuturesUnordered::new(),
         msize: max_msize,
         max_msize,
         negotiated: false,
-        limit,
-        out: out_tx,
-        closed: false,
-        done_tx,
+        out: Vec::new(),
         next_id: 0,
     };
-    while !conn.closed {
+    let mut inbuf = InBuf::default();
+    'conn: loop {
+        // Answer everything that arrived, then what finished meanwhile.
+        loop {
+            match inbuf.next_frame(conn.msize) {
+                Ok(Some(msg)) => conn.handle(msg),
+                Ok(None) => break,
+                Err(e) => {
+                    warn!(error = %e, "9p protocol error; closing connection");
+                    break 'conn;
+                }
+            }
+        }
+        conn.settle().await;
+        if !conn.out.is_empty() {
+            if let Err(e) = stream.write_all(&conn.out).await {
+                debug!(error = %e, "9p write failed");
+                break;
+            }
+            conn.out.clear();
+            conn.out.shrink_to(OUT_KEEP);
+        }
         tokio::select! {
             biased;
-            Some(done) = done_rx.recv() => conn.finish(done).await,
-            ev = in_rx.recv() => match ev {
-                Some(Inbound::Msg(msg)) => conn.handle(msg).await,
-                Some(Inbound::Eof) | None => {
-                    debug!("9p connection closed by peer");
+            Some(done) = conn.running.next(), if !conn.running.is_empty() => conn.finish(done),
+            r = inbuf.fill(&mut stream) => match r {
+                Ok(true) => {}
+                Ok(false) => {
+                    if inbuf.is_empty() {
+                        debug!("9p connection closed by peer");
+                    } else {
+                        warn!(error = %WireError::UnexpectedEof, "9p protocol error; closing connection");
+                    }
                     break;
                 }
-                Some(Inbound::Bad(e)) => {
-                    warn!(error = %e, "9p protocol error; closing connection");
+                Err(e) => {
+                    warn!(error = %e, "9p read failed; closing connection");
                     break;
                 }
             },
         }
     }
-    reader.abort();
-    let _ = reader.await;
-    conn.reset().await;
+    conn.reset();
     drop(conn);
-    let _ = writer.await;
+    let _ = stream.shutdown().await;
 }
 
-async fn reader_task<R: AsyncRead + Unpin>(
-    mut rd: R,
-    limit: Arc<AtomicU32>,
-    tx: mpsc::Sender<Inbound>,
-) {
-    loop {
-        let ev = match read_frame_limited(&mut rd, || limit.load(Ordering::Relaxed)).await {
-            Ok(None) => Inbound::Eof,
-            Ok(Some(frame)) => match decode(&frame) {
-                Ok(msg) => Inbound::Msg(msg),
-                Err(e) => Inbound::Bad(e),
-            },
-            Err(e) => Inbound::Bad(e),
-        };
-        let last = !matches!(ev, Inbound::Msg(_));
-        if tx.send(ev).await.is_err() || last {
-            return;
-        }
-    }
-}
-
-async fn writer_task<W: AsyncWrite + Unpin>(mut wr: W, mut rx: mpsc::Receiver<Vec<u8>>) {
-    while let Some(frame) = rx.recv().await {
-        if let Err(e) = wr.write_all(&frame).await {
-            debug!(error = %e, "9p write failed");
-            return;
-        }
-    }
-    let _ = wr.shutdown().await;
-}
+/// Output buffer capacity kept between batches (a large reply is not kept).
+const OUT_KEEP: usize = 64 << 10;
 
 struct Conn<T: FileTree> {
     tree: Arc<T>,
     fids: HashMap<u32, FidState<T::Node>>,
     inflight: HashMap<u16, Inflight>,
+    running: FuturesUnordered<Running>,
     msize: u32,
     max_msize: u32,
     negotiated: bool,
-    limit: Arc<AtomicU32>,
-    out: mpsc::Sender<Vec<u8>>,
-    closed: bool,
-    done_tx: mpsc::UnboundedSender<Done>,
+    /// Encoded replies not yet written.
+    out: Vec<u8>,
     next_id: u64,
 }
 
@@ -179,7 +166,8 @@ fn unknown_fid(fid: u32) -> FsError {
 }
 
 impl<T: FileTree> Conn<T> {
-    async fn send(&mut self, tag: u16, body: Fcall) {
+    /// Queues a reply; it is written with the rest of the batch.
+    fn send(&mut self, tag: u16, body: Fcall) {
         let body = match body {
             Fcall::Rerror { ename } => Fcall::Rerror {
                 ename: self.fit_error(ename),
@@ -199,9 +187,7 @@ impl<T: FileTree> Conn<T> {
                 }
             }
         };
-        if self.out.send(frame).await.is_err() {
-            self.closed = true;
-        }
+        self.out.extend_from_slice(&frame);
     }
 
     /// Cuts an error text so that its Rerror fits in msize and a 9P string.
@@ -219,21 +205,46 @@ impl<T: FileTree> Conn<T> {
         ename
     }
 
-    async fn finish(&mut self, done: Done) {
-        match self.inflight.get(&done.tag) {
-            Some(inf) if inf.id == done.id => {
+    /// A request that had to wait is done: answer it, unless it was flushed
+    /// or its fid clunked meanwhile (then it was answered, or must not be).
+    fn finish(&mut self, done: Done) {
+        match (self.inflight.get(&done.tag), done.body) {
+            (Some(inf), Ok(body)) if inf.id == done.id => {
                 self.inflight.remove(&done.tag);
-                self.send(done.tag, done.body).await;
+                self.send(done.tag, body);
             }
             _ => debug!(tag = done.tag, "dropping reply of a flushed request"),
         }
     }
 
-    async fn handle(&mut self, msg: Msg) {
+    /// Polls every request that is ready to make progress (new ones get
+    /// their first poll with the task's waker) and answers those that end.
+    async fn settle(&mut self) {
+        std::future::poll_fn(|cx| {
+            self.drain(cx);
+            Poll::Ready(())
+        })
+        .await
+    }
+
+    fn drain(&mut self, cx: &mut std::task::Context<'_>) {
+        while let Poll::Ready(Some(done)) = self.running.poll_next_unpin(cx) {
+            self.finish(done);
+        }
+    }
+
+    /// Drops the futures of requests just aborted, now, so that their
+    /// cancellation has happened before the reply that caused it is sent.
+    /// (The next `settle` polls everything again with the real waker.)
+    fn drop_aborted(&mut self) {
+        self.drain(&mut std::task::Context::from_waker(std::task::Waker::noop()));
+    }
+
+    fn handle(&mut self, msg: Msg) {
         let Msg { tag, body } = msg;
         let name = body.name();
         let reply = if let Fcall::Tversion { msize, version } = body {
-            self.version(msize, &version).await
+            self.version(msize, &version)
         } else if !self.negotiated {
             Err(FsError::new(
                 "no version negotiated: send Tversion \"9P2000\" first",
@@ -243,19 +254,19 @@ impl<T: FileTree> Conn<T> {
                 "tag {tag} is already in use by a pending request; use a fresh tag"
             )))
         } else {
-            self.dispatch(tag, body).await
+            self.dispatch(tag, body)
         };
         match reply {
-            Ok(Some(body)) => self.send(tag, body).await,
+            Ok(Some(body)) => self.send(tag, body),
             Ok(None) => {}
             Err(e) => {
                 debug!(tag, request = name, error = %e, "9p request refused");
-                self.send(tag, Fcall::Rerror { ename: e.0 }).await;
+                self.send(tag, Fcall::Rerror { ename: e.0 });
             }
         }
     }
 
-    async fn dispatch(&mut self, tag: u16, body: Fcall) -> Reply {
+    fn dispatch(&mut self, tag: u16, body: Fcall) -> Reply {
         match body {
             Fcall::Tauth { afid, uname, aname } => self.auth(afid, &uname, &aname),
             Fcall::Tattach {
@@ -266,8 +277,8 @@ impl<T: FileTree> Conn<T> {
             } => self.attach(fid, afid, &uname, &aname),
             Fcall::Tflush { oldtag } => {
                 if let Some(inf) = self.inflight.remove(&oldtag) {
-                    inf.handle.abort();
-                    let _ = inf.handle.await;
+                    inf.abort.abort();
+                    self.drop_aborted();
                 }
                 Ok(Some(Fcall::Rflush))
             }
@@ -286,11 +297,11 @@ impl<T: FileTree> Conn<T> {
             Fcall::Tread { fid, offset, count } => self.read(tag, fid, offset, count),
             Fcall::Twrite { fid, offset, data } => self.write(tag, fid, offset, data),
             Fcall::Tclunk { fid } => {
-                self.clunk(fid).await?;
+                self.clunk(fid)?;
                 Ok(Some(Fcall::Rclunk))
             }
             Fcall::Tremove { fid } => {
-                self.clunk(fid).await?;
+                self.clunk(fid)?;
                 Err(FsError::new(
                     "cannot remove files in the toolsrv namespace (the fid was clunked)",
                 ))
@@ -348,8 +359,8 @@ impl<T: FileTree> Conn<T> {
         )
     }
 
-    async fn version(&mut self, msize: u32, version: &str) -> Reply {
-        self.reset().await;
+    fn version(&mut self, msize: u32, version: &str) -> Reply {
+        self.reset();
         self.negotiated = false;
         let msize = msize.min(self.max_msize);
         if msize < MIN_MSIZE {
@@ -364,7 +375,6 @@ impl<T: FileTree> Conn<T> {
             "unknown"
         };
         self.msize = msize;
-        self.limit.store(msize, Ordering::Relaxed);
         Ok(Some(Fcall::Rversion {
             msize,
             version: version.to_owned(),
@@ -372,14 +382,10 @@ impl<T: FileTree> Conn<T> {
     }
 
     /// Cancels every in-flight request (no replies) and clunks every fid.
-    async fn reset(&mut self) {
-        let inflight: Vec<Inflight> = self.inflight.drain().map(|(_, inf)| inf).collect();
-        for inf in &inflight {
-            inf.handle.abort();
-        }
-        for inf in inflight {
-            let _ = inf.handle.await;
-        }
+    fn reset(&mut self) {
+        self.inflight.clear();
+        // Dropping the futures is what cancels them.
+        self.running = FuturesUnordered::new();
         for (_, state) in self.fids.drain() {
             self.tree.clunk(&state.node);
         }
@@ -521,31 +527,37 @@ impl<T: FileTree> Conn<T> {
 
     /// Runs a read or write: answered at once when it completes without
     /// waiting (most do: a write that buffers, a read of computed content),
-    /// else as its own task whose reply comes back through `done`.
+    /// else kept running in this connection's task until it ends, is
+    /// flushed, or its fid is clunked.
     fn spawn<F>(&mut self, tag: u16, fid: u32, fut: F) -> Option<Fcall>
     where
         F: Future<Output = Fcall> + Send + 'static,
     {
         let mut fut = Box::pin(fut);
-        // A first poll with a no-op waker: if the future is not ready it is
-        // polled again, with the task's waker, once spawned below.
+        // A first poll with a no-op waker keeps requests in order (a write
+        // is taken before the read pipelined after it); a future that is not
+        // ready is polled again with the task's waker by `settle`.
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-        if let std::task::Poll::Ready(body) = fut.as_mut().poll(&mut cx) {
+        if let Poll::Ready(body) = fut.as_mut().poll(&mut cx) {
             return Some(body);
         }
         self.next_id += 1;
         let id = self.next_id;
-        let done = self.done_tx.clone();
-        let handle = tokio::spawn(async move {
-            let body = fut.await;
-            let _ = done.send(Done { tag, id, body });
-        });
-        self.inflight.insert(tag, Inflight { id, fid, handle });
+        let (abort, reg) = AbortHandle::new_pair();
+        let fut = Abortable::new(fut, reg);
+        self.running.push(Box::pin(async move {
+            Done {
+                tag,
+                id,
+                body: fut.await,
+            }
+        }));
+        self.inflight.insert(tag, Inflight { id, fid, abort });
         None
     }
 
     /// Cancels the fid's in-flight requests (each gets an Rerror), then clunks it.
-    async fn clunk(&mut self, fid: u32) -> Result<(), FsError> {
+    fn clunk(&mut self, fid: u32) -> Result<(), FsError> {
         let state = self.fids.remove(&fid).ok_or_else(|| unknown_fid(fid))?;
         let tags: Vec<u16> = self
             .inflight
@@ -553,19 +565,17 @@ impl<T: FileTree> Conn<T> {
             .filter(|(_, inf)| inf.fid == fid)
             .map(|(tag, _)| *tag)
             .collect();
-        let mut handles = Vec::with_capacity(tags.len());
         for tag in &tags {
             if let Some(inf) = self.inflight.remove(tag) {
-                inf.handle.abort();
-                handles.push(inf.handle);
+                inf.abort.abort();
             }
         }
-        for handle in handles {
-            let _ = handle.await;
+        if !tags.is_empty() {
+            self.drop_aborted();
         }
         for tag in tags {
             let ename = "cancelled: fid clunked".to_owned();
-            self.send(tag, Fcall::Rerror { ename }).await;
+            self.send(tag, Fcall::Rerror { ename });
         }
         self.tree.clunk(&state.node);
         Ok(())
