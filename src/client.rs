@@ -242,11 +242,7 @@ impl Session {
             Some(fid) => fid,
             None => Self::op(PATH, self.client.walk_open(PATH, ORDWR))?,
         };
-        let answer = match self
-            .client
-            .write(fid, payload.as_bytes())
-            .and_then(|_| self.read_answer(fid))
-        {
+        let answer = match self.send_call(fid, payload.as_bytes()) {
             Ok(a) => a,
             Err(e) => {
                 let _ = self.client.clunk(fid);
@@ -258,13 +254,14 @@ impl Session {
             .map_err(|_| SessionError::BadResult(String::from_utf8_lossy(&answer).into_owned()))
     }
 
-    /// Reads a call's answer. The server computes the whole result before
-    /// the first read returns, so a short read holding a complete JSON value
-    /// is all of it (a proper prefix of a JSON object never parses); anything
-    /// else is read on until an empty read.
-    fn read_answer(&mut self, fid: Fid) -> Result<Vec<u8>, ClientError> {
+    /// Sends a call's payload and reads its answer: the write and the first
+    /// read go out together (one round trip). The server computes the whole
+    /// result before that read returns, so a short read holding a complete
+    /// JSON value is all of it (a proper prefix of a JSON object never
+    /// parses); anything else is read on until an empty read.
+    fn send_call(&mut self, fid: Fid, payload: &[u8]) -> Result<Vec<u8>, ClientError> {
         let iounit = self.client.iounit();
-        let mut out = self.client.read(fid, 0, iounit)?;
+        let mut out = self.client.write_read(fid, payload, iounit)?;
         if out.is_empty() {
             return Ok(out);
         }

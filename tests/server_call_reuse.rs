@@ -57,3 +57,28 @@ fn reused_fid_big_answers_and_recovery_after_an_error() {
     let echoed: Value = serde_json::from_str(&r.joined_text()).unwrap();
     assert_eq!(echoed, json!({"text": "again"}));
 }
+
+/// `Client::write_read` sends the write and the read together: the read
+/// sees that write, and a refused write is reported as such, never as the
+/// answer of an earlier request on the same fid.
+#[test]
+fn pipelined_write_and_read_keep_their_order_and_errors() {
+    use toolsrv::ninep::fs::{ORDWR, OREAD};
+    let s = TestServer::start(&[]);
+    let mut c = Session::connect_with_secret(&s.socket, Some(b"test-secret")).unwrap();
+    let fid = c.client.walk_open("tools", ORDWR).unwrap();
+    c.write("ctl", b"load a echo\nload b fail").unwrap();
+    for (agent, tool) in [("a", "echo"), ("b", "fail"), ("a", "echo")] {
+        let got = c.client.write_read(fid, agent.as_bytes(), 8192).unwrap();
+        let got: Value = serde_json::from_slice(&got).unwrap();
+        assert_eq!(got[0]["name"], tool, "{got}");
+    }
+    // A fid open only for reading: the write is refused, and that refusal
+    // (not a stale answer) is what the caller gets.
+    let ro = c.client.walk_open("tools", OREAD).unwrap();
+    let err = c.client.write_read(ro, b"a", 8192).unwrap_err();
+    assert!(err.to_string().contains("not open for writing"), "{err}");
+    // The connection is still in step: the next exchange works.
+    let got = c.client.write_read(fid, b"b", 8192).unwrap();
+    assert!(String::from_utf8_lossy(&got).contains("fail"));
+}

@@ -6,7 +6,7 @@ use super::wire::{
     Fcall, IOHDRSZ, MAX_MSIZE, MAXWELEM, Msg, NOFID, NOTAG, VERSION, WireError, decode,
     decode_stats, encode, read_frame_sync,
 };
-use std::io::Write;
+use std::io::{BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::atomic::{AtomicU16, Ordering};
@@ -71,7 +71,8 @@ fn send_on(writer: &Mutex<UnixStream>, tag: u16, body: Fcall) -> Result<()> {
 /// [`Interrupter`]'s request) are skipped.
 #[derive(Debug)]
 pub struct Client {
-    reader: UnixStream,
+    /// Buffered: a reply usually arrives whole and is taken in one read.
+    reader: BufReader<UnixStream>,
     writer: Arc<Mutex<UnixStream>>,
     tags: Arc<Tags>,
     msize: u32,
@@ -114,7 +115,7 @@ impl Client {
 
     /// Wraps a connected stream.
     pub fn from_stream(stream: UnixStream) -> Result<Self> {
-        let reader = stream.try_clone()?;
+        let reader = BufReader::with_capacity(16 << 10, stream.try_clone()?);
         Ok(Client {
             reader,
             writer: Arc::new(Mutex::new(stream)),
@@ -360,6 +361,71 @@ impl Client {
     /// The largest read or write one message carries.
     pub fn iounit(&self) -> u32 {
         self.msize.saturating_sub(IOHDRSZ).max(1)
+    }
+
+    /// Writes `data` (at most one iounit) at offset 0 and reads up to
+    /// `count` bytes from offset 0, with both requests sent together: one
+    /// round trip for a write-then-read file (`proc/new`, `tools`, ...).
+    /// The server takes a connection's requests in order, so the read sees
+    /// the write. If the write is refused or short, its error is returned
+    /// and the read's answer is not used.
+    pub fn write_read(&mut self, fid: Fid, data: &[u8], count: u32) -> Result<Vec<u8>> {
+        if data.len() > self.iounit() as usize {
+            self.write(fid, data)?;
+            return self.read(fid, 0, count);
+        }
+        let (wtag, rtag) = (self.tags.next(), self.tags.next());
+        let mut frames = encode(&Msg {
+            tag: wtag,
+            body: Fcall::Twrite {
+                fid,
+                offset: 0,
+                data: data.to_vec(),
+            },
+        })?;
+        frames.extend(encode(&Msg {
+            tag: rtag,
+            body: Fcall::Tread {
+                fid,
+                offset: 0,
+                count,
+            },
+        })?);
+        {
+            let mut w = self
+                .writer
+                .lock()
+                .map_err(|_| ClientError::Io(std::io::Error::other("writer lock poisoned")))?;
+            w.write_all(&frames)?;
+        }
+        // Replies may come in any order; both are always sent.
+        let (mut wrote, mut read) = (None, None);
+        while wrote.is_none() || read.is_none() {
+            let msg = self.recv()?;
+            match msg.tag {
+                t if t == wtag => wrote = Some(msg.body),
+                t if t == rtag => read = Some(msg.body),
+                t => tracing::debug!(tag = t, "skipping reply to another request"),
+            }
+        }
+        match wrote {
+            Some(Fcall::Rwrite { count }) if count as usize == data.len() => {}
+            Some(Fcall::Rwrite { count }) => {
+                return Err(ClientError::Server(format!(
+                    "short write: the server took {count} of {} bytes",
+                    data.len()
+                )));
+            }
+            Some(Fcall::Rerror { ename }) => return Err(ClientError::Server(ename)),
+            Some(other) => return Err(unexpected("Twrite", &other)),
+            None => return Err(ClientError::Closed),
+        }
+        match read {
+            Some(Fcall::Rread { data }) => Ok(data),
+            Some(Fcall::Rerror { ename }) => Err(ClientError::Server(ename)),
+            Some(other) => Err(unexpected("Tread", &other)),
+            None => Err(ClientError::Closed),
+        }
     }
 
     /// One `Tread`.

@@ -117,7 +117,7 @@ impl Proc {
     }
 
     /// Record how the process ended, wake its waiters and run the exit hook.
-    fn finish(&self, outcome: Outcome, on_exit: Option<&OnExit>) {
+    fn finish(&self, outcome: Outcome, on_exit: Option<&OnExit>) -> Arc<Finished> {
         let fin = Arc::new(Finished {
             outcome,
             ended: SystemTime::now(),
@@ -127,6 +127,7 @@ impl Proc {
         if let Some(hook) = on_exit {
             hook(self, &fin);
         }
+        fin
     }
 
     /// Ask the process to stop (its group gets TERM, then KILL after a grace).
@@ -204,6 +205,42 @@ impl Proc {
     }
 }
 
+/// Runs a started process's call to its end.
+async fn run_call(p: &Proc, call: Call, output: Arc<Output>) -> Outcome {
+    let outcome = exec::run(call, output, p.cancel.clone(), |pid| {
+        p.os_pid.store(pid, Ordering::Release);
+    })
+    .await;
+    tracing::debug!(pid = p.id, tool = %p.info.tool, code = ?outcome.status.code, "process ended");
+    outcome
+}
+
+/// Records a process driven in its caller's task as cancelled when that
+/// task drops it before the end (`exec::run` stops the group on drop).
+struct FinishOnDrop {
+    proc: Option<Arc<Proc>>,
+    on_exit: Arc<std::sync::OnceLock<OnExit>>,
+}
+
+impl Drop for FinishOnDrop {
+    fn drop(&mut self) {
+        let Some(p) = self.proc.take().filter(|p| p.finished().is_none()) else {
+            return;
+        };
+        tracing::info!(pid = p.id, tool = %p.info.tool, "request cancelled; stopping process");
+        p.output.finish();
+        let outcome = Outcome {
+            result: ToolResult::error(format!("tool `{}` was cancelled", p.info.tool)),
+            status: ExitInfo::default(),
+            timed_out: false,
+            cancelled: true,
+            truncated: p.output.truncated(),
+            duration: p.started_at.elapsed(),
+        };
+        p.finish(outcome, self.on_exit.get());
+    }
+}
+
 /// Called once for every process that ends (for completion messages).
 pub type OnExit = Box<dyn Fn(&Proc, &Finished) + Send + Sync>;
 
@@ -240,6 +277,53 @@ impl ProcTable {
         self.start_gated(info, cap, false, |_| async move { Ok(call) })
     }
 
+    /// Start `call` as a tracked process driven by the returned future, in
+    /// the caller's task: a synchronous request runs its call itself, with
+    /// no task of its own and no hand-off on the way back. The process is
+    /// visible to `stat`, `list`, `ctl` and `wait` like any other. Dropping
+    /// the future before it ends stops the process group and records the
+    /// call as cancelled.
+    pub fn start_inline(
+        &self,
+        info: ProcInfo,
+        call: Call,
+    ) -> (
+        Arc<Proc>,
+        impl Future<Output = Arc<Finished>> + Send + 'static,
+    ) {
+        let (p, output) = self.insert(info, call.limits.output_cap, false);
+        let mut guard = FinishOnDrop {
+            proc: Some(p.clone()),
+            on_exit: self.on_exit.clone(),
+        };
+        let proc = p.clone();
+        let run = async move {
+            let outcome = run_call(&proc, call, output).await;
+            guard.proc = None;
+            proc.finish(outcome, guard.on_exit.get())
+        };
+        (p, run)
+    }
+
+    /// A new process in the table, not started yet.
+    fn insert(&self, info: ProcInfo, output_cap: usize, gated: bool) -> (Arc<Proc>, Arc<Output>) {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let output = Arc::new(Output::new(output_cap));
+        let proc = Arc::new(Proc {
+            id,
+            info,
+            started: SystemTime::now(),
+            started_at: Instant::now(),
+            output: output.clone(),
+            cancel: CancellationToken::new(),
+            os_pid: AtomicU32::new(0),
+            gated: AtomicBool::new(gated),
+            done: watch::Sender::new(None),
+        });
+        self.lock().insert(id, proc.clone());
+        (proc, output)
+    }
+
     /// Start a process that first waits at a gate (the bypass broker):
     /// `gate` gets the new PID and gives the call to run, or the result of a
     /// call that will not run. With `gated`, `stat` says `pending-approval`
@@ -255,23 +339,10 @@ impl ProcTable {
         G: FnOnce(u64) -> F,
         F: Future<Output = Result<Call, ToolResult>> + Send + 'static,
     {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let output = Arc::new(Output::new(output_cap));
-        let proc = Arc::new(Proc {
-            id,
-            info,
-            started: SystemTime::now(),
-            started_at: Instant::now(),
-            output: output.clone(),
-            cancel: CancellationToken::new(),
-            os_pid: AtomicU32::new(0),
-            gated: AtomicBool::new(gated),
-            done: watch::Sender::new(None),
-        });
-        self.lock().insert(id, proc.clone());
+        let (proc, output) = self.insert(info, output_cap, gated);
         let p = proc.clone();
         let on_exit = self.on_exit.clone();
-        let gate = gate(id);
+        let gate = gate(p.id);
         tokio::spawn(async move {
             let cancel = p.cancel.clone();
             let opened = tokio::select! {
@@ -282,27 +353,20 @@ impl ProcTable {
                 ))),
             };
             p.gated.store(false, Ordering::Release);
-            let call = match opened {
-                Ok(call) => call,
+            let outcome = match opened {
+                Ok(call) => run_call(&p, call, output).await,
                 Err(result) => {
                     output.finish();
-                    let outcome = Outcome {
+                    Outcome {
                         result,
                         status: ExitInfo::default(),
                         timed_out: false,
                         cancelled: cancel.is_cancelled(),
                         truncated: false,
                         duration: p.started_at.elapsed(),
-                    };
-                    p.finish(outcome, on_exit.get());
-                    return;
+                    }
                 }
             };
-            let outcome = exec::run(call, output, cancel, |pid| {
-                p.os_pid.store(pid, Ordering::Release);
-            })
-            .await;
-            tracing::debug!(pid = p.id, tool = %p.info.tool, code = ?outcome.status.code, "process ended");
             p.finish(outcome, on_exit.get());
         });
         proc

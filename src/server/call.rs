@@ -30,15 +30,37 @@ fn result_bytes(r: &ToolResult) -> Result<Arc<[u8]>, FsError> {
 
 impl Server {
     /// `proc/new`: run the call and answer its `ToolResult`.
+    ///
+    /// A call that needs no approval is driven by this request's own future
+    /// (no task of its own): dropping it, on flush or clunk, stops the process.
     pub(super) async fn call_sync(&self, written: &[u8]) -> Result<Arc<[u8]>, FsError> {
         let planned = match self.prepare(written, false)? {
             Ok(prepared) => prepared,
             Err(refusal) => return result_bytes(&refusal),
         };
-        let proc = self.start(planned);
-        let mut guard = CancelOnDrop(Some(proc.clone()));
-        let fin = proc.wait().await;
-        guard.0 = None;
+        let fin = match planned {
+            Planned::Ready {
+                info,
+                call,
+                capability,
+            } => {
+                let (proc, run) = self.procs.start_inline(info, call);
+                if let Some(c) = &capability {
+                    c.set_proc(proc.id);
+                }
+                let fin = run.await;
+                // The tool's bypass capability lives exactly as long as the call.
+                drop(capability);
+                fin
+            }
+            gated => {
+                let proc = self.start(gated);
+                let mut guard = CancelOnDrop(Some(proc.clone()));
+                let fin = proc.wait().await;
+                guard.0 = None;
+                fin
+            }
+        };
         result_bytes(&fin.outcome.result)
     }
 
