@@ -115,8 +115,101 @@ pub fn sync_latency(
     })
 }
 
-/// Calls per second of `clients` threads each looping `work` for `dur`.
-fn run_threads<F>(clients: usize, dur: Duration, make: F) -> Result<f64, String>
+/// CPU seconds (user + system) from `/proc/<pid>/stat`: the process's own
+/// and that of its reaped children.
+fn proc_cpu(pid: u32) -> Result<(f64, f64), String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map_err(|e| format!("/proc/{pid}/stat: {e}"))?;
+    // Fields after the command name (which may hold spaces) in parentheses.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<f64> = rest
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0.0))
+        .collect();
+    // SAFETY: sysconf only reads a configuration value.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    // utime stime cutime cstime are fields 14..=17 (indices 11..=14 here).
+    let at = |i: usize| f.get(i).copied().unwrap_or(0.0) / hz;
+    Ok((at(11) + at(12), at(13) + at(14)))
+}
+
+/// CPU seconds of this process (`who` = RUSAGE_SELF or RUSAGE_CHILDREN).
+fn rusage(who: libc::c_int) -> f64 {
+    let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage fills the struct it is given.
+    let ru = unsafe {
+        libc::getrusage(who, ru.as_mut_ptr());
+        ru.assume_init()
+    };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// Where the CPU of a throughput round went, in microseconds per call:
+/// the calling process (bench client threads, or the direct spawner), the
+/// server's own threads, and the tools (children of whoever spawned them).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CpuPerCall {
+    pub caller: f64,
+    pub server: f64,
+    pub tools: f64,
+}
+
+impl CpuPerCall {
+    pub fn total(&self) -> f64 {
+        self.caller + self.server + self.tools
+    }
+
+    fn add(&mut self, o: CpuPerCall) {
+        self.caller += o.caller;
+        self.server += o.server;
+        self.tools += o.tools;
+    }
+
+    fn scale(self, k: f64) -> CpuPerCall {
+        CpuPerCall {
+            caller: self.caller * k,
+            server: self.server * k,
+            tools: self.tools * k,
+        }
+    }
+
+    pub fn json(&self) -> Value {
+        json!({"caller_us": self.caller, "server_us": self.server, "tools_us": self.tools})
+    }
+}
+
+/// `run_threads` with CPU accounting: calls/s and CPU per call. `server` is
+/// the pid of the server the calls go to (`None` for direct spawns).
+fn measured<F>(
+    clients: usize,
+    dur: Duration,
+    server: Option<u32>,
+    make: F,
+) -> Result<(f64, CpuPerCall), String>
+where
+    F: Fn() -> Result<Box<dyn FnMut() -> Result<(), String> + Send>, String> + Sync,
+{
+    let own0 = (rusage(libc::RUSAGE_SELF), rusage(libc::RUSAGE_CHILDREN));
+    let srv0 = server.map(proc_cpu).transpose()?;
+    let (calls, secs) = run_threads(clients, dur, make)?;
+    let own1 = (rusage(libc::RUSAGE_SELF), rusage(libc::RUSAGE_CHILDREN));
+    let srv1 = server.map(proc_cpu).transpose()?;
+    let n = (calls.max(1)) as f64;
+    let (srv_self, srv_kids) = match (srv0, srv1) {
+        (Some(a), Some(b)) => (b.0 - a.0, b.1 - a.1),
+        _ => (0.0, 0.0),
+    };
+    let cpu = CpuPerCall {
+        caller: (own1.0 - own0.0) * 1e6 / n,
+        server: srv_self * 1e6 / n,
+        tools: (own1.1 - own0.1 + srv_kids) * 1e6 / n,
+    };
+    Ok((calls as f64 / secs, cpu))
+}
+
+/// Calls made and seconds taken by `clients` threads each looping `work` for `dur`.
+fn run_threads<F>(clients: usize, dur: Duration, make: F) -> Result<(u64, f64), String>
 where
     F: Fn() -> Result<Box<dyn FnMut() -> Result<(), String> + Send>, String> + Sync,
 {
@@ -152,7 +245,7 @@ where
         }
         Ok::<_, String>((calls, end - start))
     })?;
-    Ok(calls as f64 / elapsed.as_secs_f64())
+    Ok((calls, elapsed.as_secs_f64()))
 }
 
 /// Throughput at one concurrency: direct, yolo server, sandboxed server (calls/s).
@@ -161,6 +254,9 @@ pub struct Throughput {
     pub direct: f64,
     pub yolo: f64,
     pub sandbox: f64,
+    pub cpu_direct: CpuPerCall,
+    pub cpu_yolo: CpuPerCall,
+    pub cpu_sandbox: CpuPerCall,
 }
 
 impl Throughput {
@@ -172,6 +268,11 @@ impl Throughput {
             "sandbox_per_s": self.sandbox,
             "r3_yolo_ratio": self.yolo / self.direct,
             "r3_sandbox_ratio": self.sandbox / self.direct,
+            "cpu_per_call": {
+                "direct": self.cpu_direct.json(),
+                "yolo": self.cpu_yolo.json(),
+                "sandbox": self.cpu_sandbox.json(),
+            },
         })
     }
 }
@@ -189,9 +290,10 @@ pub fn throughput(
     let exe = w.tool(tool);
     let work = w.work.clone();
     let (mut d, mut y, mut s) = (0.0, 0.0, 0.0);
+    let (mut cd, mut cy, mut cs) = Default::default();
     let via = |srv: &Server| {
         let work = work.clone();
-        run_threads(clients, dur, move || {
+        measured(clients, dur, Some(srv.pid()), move || {
             let mut sess = srv.loaded_session(&[tool])?;
             let work = work.clone();
             let tool = tool.to_string();
@@ -199,13 +301,19 @@ pub fn throughput(
         })
     };
     for _ in 0..rounds {
-        d += run_threads(clients, dur, || {
+        let (rate, cpu) = measured(clients, dur, None, || {
             let exe = exe.clone();
             let work = work.clone();
             Ok(Box::new(move || fixture::direct(&exe, &work).map(|_| ())))
         })?;
-        y += via(yolo)?;
-        s += via(sandbox)?;
+        d += rate;
+        CpuPerCall::add(&mut cd, cpu);
+        let (rate, cpu) = via(yolo)?;
+        y += rate;
+        CpuPerCall::add(&mut cy, cpu);
+        let (rate, cpu) = via(sandbox)?;
+        s += rate;
+        CpuPerCall::add(&mut cs, cpu);
     }
     let r = rounds as f64;
     Ok(Throughput {
@@ -213,6 +321,9 @@ pub fn throughput(
         direct: d / r,
         yolo: y / r,
         sandbox: s / r,
+        cpu_direct: cd.scale(1.0 / r),
+        cpu_yolo: cy.scale(1.0 / r),
+        cpu_sandbox: cs.scale(1.0 / r),
     })
 }
 

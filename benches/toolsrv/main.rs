@@ -263,6 +263,29 @@ fn run(o: &Opts) -> Result<(), String> {
             r = r.target("≥ 0.85", t.sandbox / t.direct >= 0.85);
         }
         rows.push(r);
+        // CPU per call does not depend on what else the machine runs: at
+        // saturation its inverse ratio is the throughput ratio.
+        for (what, c) in [
+            ("direct", t.cpu_direct),
+            ("--yolo", t.cpu_yolo),
+            ("sandboxed", t.cpu_sandbox),
+        ] {
+            let mut r = row(
+                "R3",
+                format!("{clients:2} clients: CPU/call {what}"),
+                format!(
+                    "{:.0} µs ({:.0} caller + {:.0} server + {:.0} tool)",
+                    c.total(),
+                    c.caller,
+                    c.server,
+                    c.tools
+                ),
+            );
+            if what != "direct" {
+                r = r.ratio(t.cpu_direct.total() / c.total());
+            }
+            rows.push(r);
+        }
         tp.push(t.json());
     }
     out.insert("r3".into(), Value::Array(tp));
