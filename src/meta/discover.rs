@@ -13,7 +13,8 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, TryLockError};
 use std::time::{Duration, Instant, SystemTime};
 
 use super::lint::{Checked, analyze};
@@ -56,6 +57,12 @@ pub struct Discoverer {
     host_ttl: Duration,
     recheck: Duration,
     cache: Mutex<Cache>,
+    /// The last catalog built, for callers that must not wait for a pass
+    /// another thread is running.
+    published: Mutex<Option<Arc<Catalog>>>,
+    /// A background thread does the periodic full checks
+    /// ([`Discoverer::spawn_refresher`]); `discover` only does cheap passes.
+    background: AtomicBool,
 }
 
 /// Counters of the work discovery did (for tests and benchmarks).
@@ -143,6 +150,8 @@ impl Discoverer {
             host_ttl: DEFAULT_HOST_TTL,
             recheck: DEFAULT_RECHECK,
             cache: Mutex::new(Cache::default()),
+            published: Mutex::new(None),
+            background: AtomicBool::new(false),
         }
     }
 
@@ -186,14 +195,71 @@ impl Discoverer {
     }
 
     /// The current catalog. Returns the previous `Arc` when nothing changed.
+    ///
+    /// With a refresher running, this never stats every file itself: it
+    /// sees new and removed files at once (their directory changed), and if
+    /// the refresher is in the middle of a pass it answers the last catalog
+    /// instead of waiting for it.
     pub fn discover(&self) -> Arc<Catalog> {
+        if self.background.load(Ordering::Acquire) {
+            match self.cache.try_lock() {
+                Ok(mut cache) => return self.pass(&mut cache, false),
+                Err(TryLockError::Poisoned(p)) => return self.pass(&mut p.into_inner(), false),
+                Err(TryLockError::WouldBlock) => {
+                    if let Some(last) = self.last_published() {
+                        return last;
+                    }
+                }
+            }
+        }
         let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        let cache = &mut *cache;
+        let now = Instant::now();
+        let full = !self.background.load(Ordering::Acquire)
+            && cache
+                .full_at
+                .is_none_or(|t| now.duration_since(t) >= self.period());
+        self.pass(&mut cache, full)
+    }
+
+    /// How often every file is stat-ed and host-dependent resolution redone.
+    fn period(&self) -> Duration {
+        self.recheck.min(self.host_ttl)
+    }
+
+    fn last_published(&self) -> Option<Arc<Catalog>> {
+        self.published
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Starts a thread that discovers at once (so the first request finds a
+    /// warm catalog) and then does the periodic full checks, off the
+    /// request path. It ends when the last `Arc` of the discoverer is dropped.
+    pub fn spawn_refresher(self: &Arc<Self>) -> std::io::Result<()> {
+        let weak = Arc::downgrade(self);
+        let period = self.period().max(Duration::from_millis(10));
+        std::thread::Builder::new()
+            .name("discover-tools".into())
+            .spawn(move || {
+                loop {
+                    {
+                        let Some(d) = weak.upgrade() else { return };
+                        let mut cache = d.cache.lock().unwrap_or_else(|p| p.into_inner());
+                        d.background.store(true, Ordering::Release);
+                        d.pass(&mut cache, true);
+                    }
+                    std::thread::sleep(period);
+                }
+            })?;
+        Ok(())
+    }
+
+    /// One discovery pass; `full` stats every file and redoes host-dependent
+    /// resolution where it is due.
+    fn pass(&self, cache: &mut Cache, full: bool) -> Arc<Catalog> {
         let now_sys = SystemTime::now();
         let now = Instant::now();
-        let full = cache
-            .full_at
-            .is_none_or(|t| now.duration_since(t) >= self.recheck.min(self.host_ttl));
         if !full
             && let Some(last) = &cache.last
             && self.dirs_unchanged(cache)
@@ -286,6 +352,7 @@ impl Discoverer {
         cat.hidden.sort();
         let cat = Arc::new(cat);
         cache.last = Some(cat.clone());
+        *self.published.lock().unwrap_or_else(|p| p.into_inner()) = Some(cat.clone());
         cat
     }
 

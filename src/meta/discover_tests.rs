@@ -348,3 +348,75 @@ fn recheck_period_catches_in_place_edits() {
     assert_eq!(d.discover().tools["a"].description, "changed");
     assert_eq!(d.stats().full_checks, 2);
 }
+
+fn refresher_threads() -> usize {
+    fs::read_dir("/proc/self/task")
+        .unwrap()
+        .flatten()
+        .filter(|t| {
+            fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == "discover-tools")
+        })
+        .count()
+}
+
+/// With a refresher thread, requests never stat every file: the thread does
+/// the full passes (and the first, warming, one); in-place edits still show
+/// within the period, new files at once; the thread ends with the discoverer.
+#[test]
+fn refresher_does_the_full_passes_off_the_request_path() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    for i in 0..20 {
+        write_old(&dir.join(format!("t{i}.meta")), GOOD);
+    }
+    let before = refresher_threads();
+    let d = Arc::new(
+        Discoverer::new(vec![dir.to_path_buf()])
+            .with_host(host(vec![]))
+            .with_recheck(Duration::from_millis(100)),
+    );
+    d.spawn_refresher().unwrap();
+    // Warmed by the thread: the first request finds the catalog ready.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while d.stats().full_checks == 0 {
+        assert!(Instant::now() < deadline, "the refresher never ran");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(d.discover().tools.len(), 20);
+    assert_eq!(refresher_threads(), before + 1);
+
+    // Requests alone do no full pass, however long it has been.
+    let full = d.stats().full_checks;
+    let reads = d.stats().files_read;
+    std::thread::sleep(Duration::from_millis(30));
+    d.discover();
+    assert!(d.stats().files_read == reads, "a warm request read files");
+
+    // An in-place edit (directory untouched) is seen within the period.
+    let dir_mtime = fs::metadata(dir).unwrap().modified().unwrap();
+    write_old(
+        &dir.join("t0.meta"),
+        r#"{"description":"changed","cmd":"echo changed"}"#,
+    );
+    set_mtime(dir, dir_mtime);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while d.discover().tools["t0"].description != "changed" {
+        assert!(Instant::now() < deadline, "in-place edit never seen");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(d.stats().full_checks > full, "seen by a refresher pass");
+
+    // A new file is seen by the very next request.
+    write_old(&dir.join("fresh.meta"), GOOD);
+    assert!(d.discover().tools.contains_key("fresh"));
+
+    drop(d);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while refresher_threads() > before {
+        assert!(
+            Instant::now() < deadline,
+            "the refresher outlived its discoverer"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -84,6 +84,11 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         tracing::warn!("--yolo: SANDBOX ENFORCEMENT IS DISABLED; tools run unconfined");
     }
     let server = Arc::new(Server::new(config.clone())?);
+    // Full rechecks of the tools directories happen on their own thread,
+    // which also warms the catalog before the first request.
+    if let Err(e) = server.discoverer.spawn_refresher() {
+        tracing::warn!(error = %e, "cannot start the discovery thread; discovering on requests");
+    }
     let listener = bind(&config.listen)?;
     let bypass_socket = crate::bypass::socket::listen(
         &server.caps.socket,

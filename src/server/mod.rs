@@ -58,7 +58,7 @@ pub struct Server {
     pub config: Config,
     pub auth: Auth,
     pub registry: Registry,
-    pub discoverer: Discoverer,
+    pub discoverer: Arc<Discoverer>,
     pub procs: Arc<ProcTable>,
     pub policy: Policy,
     /// The search index of the current catalog, rebuilt when the catalog changes.
@@ -130,7 +130,7 @@ impl Server {
                 source,
             })?,
             registry: Registry::new(),
-            discoverer: Discoverer::new(config.tools_dirs.clone()),
+            discoverer: Arc::new(Discoverer::new(config.tools_dirs.clone())),
             procs,
             policy,
             searcher: std::sync::Mutex::default(),
