@@ -9,6 +9,7 @@
 
 mod child;
 mod group;
+mod launch;
 mod output;
 mod result;
 mod run;

@@ -16,8 +16,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::child::Child;
 use super::group::{group_alive, signal_group};
+use super::launch::{Spawned, spawn_forked};
 use super::result::{Ending, build};
-use super::spawn::{Spawned, spawn, spawn_forked};
+use super::spawn::spawn;
 use super::{Call, ExitInfo, Outcome, Output, Stream};
 use crate::meta::Command;
 use crate::protocol::ToolResult;

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::*;
+use crate::exec::launch::SYNC_STDIN;
 
 fn env() -> Vec<(OsString, OsString)> {
     vec![("PATH".into(), "/usr/bin:/bin".into())]
