@@ -7,27 +7,28 @@
 //! cancellation, or when the `run` future is dropped (SIGTERM, then SIGKILL
 //! after [`Limits::kill_grace`]). The child is always reaped.
 
+mod child;
 mod group;
+mod launch;
 mod output;
 mod result;
 mod run;
-mod spawner;
+mod spawn;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
 
 use crate::meta::Command;
 use crate::protocol::ToolResult;
+use crate::sandbox::ChildPlan;
 
 pub use group::group_alive;
 pub use output::{Output, Stream};
 pub use result::cut_utf8;
 pub use run::run;
-pub use spawner::{Spawned, Spawner};
 
 /// Hook run in the child between fork and exec, after the child has been put
 /// in its own process group (the sandbox applies its ruleset here).
@@ -76,12 +77,12 @@ pub struct Call {
     /// Call timeout; `None` means `limits.default_timeout`.
     pub timeout: Option<Duration>,
     pub limits: Limits,
-    /// Run in the child before exec. Makes std fork the whole process:
-    /// prefer `spawner` for confinement.
+    /// Run in the child before exec. Makes std fork the whole process
+    /// instead of the vfork-style spawn: use `confine` for the sandbox.
     pub pre_exec: Option<PreExec>,
-    /// Start the child from this thread instead of the calling one (a thread
-    /// that confined itself, so the child inherits the sandbox).
-    pub spawner: Option<Arc<Spawner>>,
+    /// The sandbox the child applies to itself before exec (Landlock
+    /// ruleset, seccomp program, `no_new_privs`); `None` runs unconfined.
+    pub confine: Option<ChildPlan>,
 }
 
 impl std::fmt::Debug for Call {
@@ -94,7 +95,7 @@ impl std::fmt::Debug for Call {
             .field("timeout", &self.timeout)
             .field("limits", &self.limits)
             .field("pre_exec", &self.pre_exec.is_some())
-            .field("spawner", &self.spawner.is_some())
+            .field("confine", &self.confine.is_some())
             .finish_non_exhaustive()
     }
 }

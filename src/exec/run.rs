@@ -1,20 +1,24 @@
 //! The executor loop of one call: spawn in a new process group, feed stdin,
 //! drain both pipes, and end the group on timeout, cancel, or drop.
 
+use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
 use std::pin::pin;
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::sync::Arc;
 use std::time::Duration;
 
 use rustix::process::Signal;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::process::{Child, ChildStdin};
+use tokio::net::unix::pipe;
 use tokio::time::{Instant, sleep, sleep_until};
 use tokio_util::sync::CancellationToken;
 
+use super::child::Child;
 use super::group::{group_alive, signal_group};
+use super::launch::{Spawned, spawn_forked};
 use super::result::{Ending, build};
+use super::spawn::spawn;
 use super::{Call, ExitInfo, Outcome, Output, Stream};
 use crate::meta::Command;
 use crate::protocol::ToolResult;
@@ -67,7 +71,7 @@ impl Drop for Guard {
                 handle.spawn(finish_abandoned(child, pgid, grace));
             }
             Err(_) => {
-                // No runtime to wait in: kill now; tokio's orphan queue reaps.
+                // No runtime to wait in: kill now; dropping the child reaps it.
                 signal_group(pgid, Signal::KILL);
                 drop(child);
             }
@@ -91,14 +95,28 @@ async fn finish_abandoned(mut child: Child, pgid: u32, grace: Duration) {
     tracing::debug!(pgid, "abandoned call ended");
 }
 
-async fn feed_stdin(stdin: Option<ChildStdin>, data: Vec<u8>) {
-    let Some(mut stdin) = stdin else { return };
-    if let Err(e) = stdin.write_all(&data).await
+/// Writes what the spawn could not put in the pipe up front: `data[from..]`
+/// to the (non-blocking) write end `fd`.
+async fn feed_stdin(stdin: Option<(OwnedFd, usize)>, data: Vec<u8>) {
+    let Some((fd, from)) = stdin else { return };
+    let rest = data.get(from..).unwrap_or_default();
+    let r = match pipe::Sender::from_owned_fd_unchecked(fd) {
+        Ok(mut tx) => tx.write_all(rest).await,
+        Err(e) => Err(e),
+    };
+    if let Err(e) = r
         && e.kind() != std::io::ErrorKind::BrokenPipe
     {
         tracing::debug!(error = %e, "writing tool stdin");
     }
-    // Dropping `stdin` closes it: the tool sees EOF.
+    // Dropping the sender closes it: the tool sees EOF.
+}
+
+/// A pipe's read end in the reactor; `None` (read as closed) if that fails.
+fn receiver(fd: OwnedFd) -> Option<pipe::Receiver> {
+    pipe::Receiver::from_owned_fd_unchecked(fd)
+        .inspect_err(|e| tracing::warn!(error = %e, "registering a tool pipe"))
+        .ok()
 }
 
 /// After a read of `n` bytes: a read that filled `buf` means more is
@@ -155,7 +173,7 @@ pub async fn run(
         timeout,
         limits,
         pre_exec,
-        spawner,
+        confine,
     } = call;
     let timeout = timeout.unwrap_or(limits.default_timeout);
 
@@ -169,54 +187,25 @@ pub async fn run(
         return o;
     }
 
-    let mut cmd = match &command {
-        Command::Exec(path) => tokio::process::Command::new(path),
-        Command::Shell(script) => {
-            let mut c = tokio::process::Command::new("/bin/sh");
-            c.arg("-c").arg(script);
-            c
-        }
-    };
-    cmd.env_clear()
-        .envs(env)
-        .current_dir(&cwd)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(false);
-    if let Some(hook) = pre_exec {
-        // SAFETY: the hook runs in the child between fork and exec (after
-        // setpgid); `PreExec` documents that it must be async-signal-safe,
-        // and the sandbox module provides it on that contract.
-        unsafe {
-            cmd.pre_exec(hook);
-        }
-    }
+    let mut data = serde_json::to_vec(&args).unwrap_or_else(|_| b"{}".to_vec());
+    data.push(b'\n');
 
+    // A `pre_exec` hook needs a forked copy of the process (std's spawn);
+    // everything else starts with a vfork-style clone from this thread.
+    let mut hook = pre_exec;
+    let forked = hook.is_some();
     let mut attempt = 0;
-    let mut cmd = Some(cmd);
     let spawned = loop {
-        let Some(mut c) = cmd.take() else {
-            break Err(std::io::Error::other("the command was lost"));
-        };
-        let r = match &spawner {
-            Some(s) => {
-                let (back, r) = s.spawn(c).await;
-                cmd = back;
-                r
-            }
-            None => {
-                let r = c.spawn();
-                cmd = Some(c);
-                r
-            }
+        let r = if forked {
+            spawn_forked(&command, &env, &cwd, &mut hook, &data)
+        } else {
+            spawn(&command, &env, &cwd, confine.as_ref(), &data)
         };
         match r {
             Err(e)
                 if e.raw_os_error() == Some(libc::ETXTBSY)
                     && attempt < TXTBSY_RETRIES
-                    && cmd.is_some() =>
+                    && !forked =>
             {
                 attempt += 1;
                 sleep(Duration::from_millis(5 << attempt)).await;
@@ -224,8 +213,18 @@ pub async fn run(
             other => break other,
         }
     };
-    drop(cmd);
-    let mut child = match spawned {
+    drop(hook);
+    let spawned = spawned.and_then(|s| {
+        let Spawned {
+            pid,
+            pidfd,
+            stdin,
+            stdout,
+            stderr,
+        } = s;
+        Ok((Child::new(pid, pidfd)?, stdin, stdout, stderr))
+    });
+    let (child, stdin, stdout, stderr) = match spawned {
         Ok(c) => c,
         Err(e) => {
             let what = match &command {
@@ -243,29 +242,17 @@ pub async fn run(
             );
         }
     };
-    let Some(pid) = child.id() else {
-        // A just-spawned child always has a pid; be defensive anyway.
-        let _ = child.wait().await;
-        return early_outcome(
-            ToolResult::error(format!("cannot start tool `{tool}`: no process id")),
-            &output,
-            start,
-        );
-    };
+    let pid = child.id();
     on_spawn(pid);
     tracing::debug!(tool = %tool, pid, "tool started");
 
-    let stdin = child.stdin.take();
-    let stdout = child.stdout.take();
-    let stderr = child.stderr.take();
     let mut guard = Guard {
         child: Some(child),
         pgid: pid,
         grace: limits.kill_grace,
     };
+    let (stdout, stderr) = (receiver(stdout), receiver(stderr));
 
-    let mut data = serde_json::to_vec(&args).unwrap_or_else(|_| b"{}".to_vec());
-    data.push(b'\n');
     let mut stdin_fut = pin!(feed_stdin(stdin, data));
     let mut stdin_done = false;
 

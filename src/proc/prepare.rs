@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 use super::ProcInfo;
 use crate::bypass::socket::CallIdentity;
 use crate::bypass::{Capabilities, CapabilityGuard, Plan};
-use crate::exec::{self, Call, Limits, Spawner};
+use crate::exec::{self, Call, Limits};
 use crate::meta::{Command, Tool};
 use crate::protocol::{ToolResult, take_dispatch};
 use crate::sandbox::{Cooldown, CooldownConfig, ExpandContext, Profile, Profiles};
@@ -66,9 +66,6 @@ pub struct Policy {
     env: Vec<(OsString, OsString)>,
     /// Path templates expand against `env` (working directory set per call).
     expand: ExpandContext,
-    /// The spawner thread for unconfined calls (`--yolo`, approved bypass),
-    /// started on first use: spawning there keeps the runtime's workers free.
-    unconfined: std::sync::OnceLock<Option<Arc<Spawner>>>,
 }
 
 impl Policy {
@@ -93,7 +90,6 @@ impl Policy {
             cache: Mutex::default(),
             bypass: None,
             expand: ExpandContext::new("/", std::env::vars_os()),
-            unconfined: std::sync::OnceLock::new(),
             env: std::env::vars_os().collect(),
         })
     }
@@ -101,20 +97,6 @@ impl Policy {
     /// Give every call `OLLIE_BYPASS_SOCKET` and its own `OLLIE_BYPASS_CAPABILITY`.
     pub fn set_bypass(&mut self, caps: Arc<Capabilities>) {
         self.bypass = Some(caps);
-    }
-
-    /// The unconfined spawner thread; `None` (spawn from the caller's
-    /// thread) if it cannot be started.
-    fn unconfined(&self) -> Option<Arc<Spawner>> {
-        self.unconfined
-            .get_or_init(|| match Spawner::start("toolsrv-spawn", || Ok(())) {
-                Ok(s) => Some(Arc::new(s)),
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot start the spawner thread; spawning from the runtime");
-                    None
-                }
-            })
-            .clone()
     }
 
     pub fn enforcing(&self) -> bool {
@@ -216,11 +198,11 @@ impl Policy {
             }
         };
 
-        let (env, pre_exec, spawner) = match &self.profiles {
-            None if needs_approval => (env, None, self.unconfined()),
+        let (env, pre_exec, confine) = match &self.profiles {
+            None if needs_approval => (env, None, None),
             None => {
                 tracing::warn!(tool = name, agent, "--yolo: running unconfined");
-                (env, None, self.unconfined())
+                (env, None, None)
             }
             Some(profiles) => {
                 let profile_name = dispatch.sandbox.as_deref().unwrap_or(DEFAULT_PROFILE);
@@ -235,7 +217,7 @@ impl Policy {
                 }
                 if needs_approval {
                     // Approved calls run unconfined: no sandbox to prepare.
-                    (env, None, self.unconfined())
+                    (env, None, None)
                 } else {
                     let exe: &Path = match &command {
                         Command::Exec(p) => p,
@@ -249,12 +231,8 @@ impl Policy {
                         tracing::warn!(tool = name, profile = profile_name, not_enforced = ?missing, "sandbox runs in best-effort mode");
                     }
                     let env = prepared.filter_env(env);
-                    // A confined spawner thread when there is one (posix_spawn,
-                    // no fork of the server), else the hook in a forked child.
-                    match prepared.spawner() {
-                        Some(s) => (env, None, Some(s)),
-                        None => (env, Some(prepared.into_pre_exec()), None),
-                    }
+                    // The tool's process confines itself before exec.
+                    (env, None, Some(prepared.child_plan()))
                 }
             }
         };
@@ -275,7 +253,7 @@ impl Policy {
             timeout: dispatch.timeout,
             limits: self.limits.clone(),
             pre_exec,
-            spawner,
+            confine,
         };
         if needs_approval {
             let plan = Plan {

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 /// How long a cached ruleset is trusted before its paths are checked again.
@@ -80,19 +80,9 @@ impl Stamps {
     }
 }
 
-/// The spawner thread of one cache entry, started on first use (`None` if
-/// the thread could not be created). Dropped with the entry and the calls
-/// that use it; the thread then ends.
-#[derive(Debug, Default)]
-pub(crate) struct SpawnSlot(pub(crate) OnceLock<Option<Arc<crate::exec::Spawner>>>);
-
-/// A cached ruleset and the spawner slot that goes with it.
-pub(crate) type Cached = (Option<Arc<OwnedFd>>, Arc<SpawnSlot>);
-
 #[derive(Debug)]
 struct Entry {
     ruleset: Option<Arc<OwnedFd>>,
-    spawner: Arc<SpawnSlot>,
     stamps: Stamps,
     checked: Instant,
 }
@@ -117,15 +107,15 @@ impl RulesetCache {
         &self,
         key: RuleKey,
         build: impl FnOnce() -> Result<(Option<OwnedFd>, Stamps), E>,
-    ) -> Result<Cached, E> {
+    ) -> Result<Option<Arc<OwnedFd>>, E> {
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(e) = map.get_mut(&key) {
             if e.checked.elapsed() < REVALIDATE {
-                return Ok((e.ruleset.clone(), e.spawner.clone()));
+                return Ok(e.ruleset.clone());
             }
             if e.stamps.still_valid() {
                 e.checked = Instant::now();
-                return Ok((e.ruleset.clone(), e.spawner.clone()));
+                return Ok(e.ruleset.clone());
             }
             tracing::debug!(exe = ?key.exe, "sandbox rule paths changed; rebuilding the ruleset");
         }
@@ -133,7 +123,6 @@ impl RulesetCache {
         self.builds
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let ruleset = ruleset.map(Arc::new);
-        let spawner = Arc::new(SpawnSlot::default());
         if map.len() >= MAX_ENTRIES {
             map.clear();
         }
@@ -141,12 +130,11 @@ impl RulesetCache {
             key,
             Entry {
                 ruleset: ruleset.clone(),
-                spawner: spawner.clone(),
                 stamps,
                 checked: Instant::now(),
             },
         );
-        Ok((ruleset, spawner))
+        Ok(ruleset)
     }
 
     /// How many rulesets were built (not taken from the cache).

@@ -1,8 +1,8 @@
 //! The code that confines the calling thread: `no_new_privs`,
 //! `landlock_restrict_self`, seccomp. Raw syscalls only, no allocation, no locks.
 //!
-//! It runs either in a forked child between fork and exec (`pre_exec`), or
-//! once on a spawner thread (`exec::Spawner`) whose children inherit it.
+//! [`ChildPlan`] is applied by the tool's own child before exec (the
+//! spawn in `exec`), or through [`ChildPlan::into_pre_exec`] in a forked one.
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -11,14 +11,24 @@ use std::sync::Arc;
 /// The closure type run between fork and exec.
 pub type PreExec = Box<dyn FnMut() -> io::Result<()> + Send + Sync>;
 
-/// Everything the child needs, built by the parent.
+/// Everything the child needs to confine itself, built by the parent:
+/// `no_new_privs`, then the Landlock ruleset, then the seccomp filter.
 #[derive(Clone)]
-pub(crate) struct ChildPlan {
+pub struct ChildPlan {
     /// A created and filled Landlock ruleset (`O_CLOEXEC`), if any; shared
     /// with the profile's ruleset cache and other calls.
     pub ruleset: Option<Arc<OwnedFd>>,
     /// A compiled seccomp program, if any (built once per mode).
     pub filter: Option<Arc<Vec<libc::sock_filter>>>,
+}
+
+impl std::fmt::Debug for ChildPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChildPlan")
+            .field("landlock", &self.ruleset.is_some())
+            .field("seccomp", &self.filter.is_some())
+            .finish()
+    }
 }
 
 impl ChildPlan {

@@ -4,8 +4,8 @@
 //! The flow: [`Profiles::load`] reads `<config>/ollie/sandbox/<name>.yaml` into a
 //! [`Profile`]; [`Profile::prepare`] expands its paths and builds, in the parent,
 //! the Landlock ruleset fd and the seccomp BPF program ([`Prepared`]);
-//! [`Prepared::spawner`] gives the cached ruleset's spawner thread, confined
-//! once, whose `posix_spawn`ed children inherit the sandbox (the server's path);
+//! [`Prepared::child_plan`] gives them as a [`ChildPlan`] the tool's process
+//! applies to itself before exec (`exec::Call::confine`, the server's path);
 //! [`Prepared::into_pre_exec`] gives the closure a forked child runs between fork
 //! and exec instead. [`validate`] checks command text before anything runs.
 
@@ -22,6 +22,7 @@ pub mod validate;
 use std::path::PathBuf;
 
 pub use abi::{AbiInfo, enforcement_available};
+pub use child::ChildPlan;
 pub use expand::ExpandContext;
 pub use ldd::find_in_path;
 pub use prepare::{PreExec, Prepared};

@@ -11,7 +11,7 @@ use landlock::{
     PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, Scope,
 };
 
-use super::cache::{Cached, RuleKey, SpawnSlot, Stamps};
+use super::cache::{RuleKey, Stamps};
 use super::child::ChildPlan;
 pub use super::child::PreExec;
 use super::seccomp::{self, NetDeny};
@@ -20,8 +20,6 @@ use super::{ExpandContext, Profile, SandboxError, abi, ldd};
 /// A sandbox ready to be applied in a child process.
 pub struct Prepared {
     plan: ChildPlan,
-    /// The cache entry's spawner thread (none without a cached ruleset).
-    slot: Option<Arc<SpawnSlot>>,
     env_names: Vec<String>,
     not_enforced: Vec<String>,
     abi: u32,
@@ -73,28 +71,11 @@ impl Prepared {
         self.plan.into_pre_exec()
     }
 
-    /// A thread confined by this sandbox that spawns children (which inherit
-    /// the confinement) without a fork of the caller. Shared by every call
-    /// with the same cached ruleset; started on first use. `None` when there
-    /// is no cached ruleset (no Landlock) or no thread could be started: use
-    /// [`Prepared::into_pre_exec`] then.
-    ///
-    /// If the thread cannot confine itself, every spawn through it fails
-    /// with that error, as the hook would have failed in the child.
-    pub fn spawner(&self) -> Option<Arc<crate::exec::Spawner>> {
-        let slot = self.slot.as_ref()?;
-        slot.0
-            .get_or_init(|| {
-                let hook = self.plan.clone().into_pre_exec();
-                match crate::exec::Spawner::start("sandbox-spawn", hook) {
-                    Ok(s) => Some(Arc::new(s)),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "cannot start a sandbox spawner thread; forking instead");
-                        None
-                    }
-                }
-            })
-            .clone()
+    /// What the tool's process applies to itself before exec
+    /// (`exec::Call::confine`): the ruleset (shared with the profile's
+    /// cache) and the seccomp program.
+    pub fn child_plan(&self) -> ChildPlan {
+        self.plan.clone()
     }
 }
 
@@ -187,18 +168,16 @@ impl Profile {
             });
         }
 
-        let (ruleset, slot) = if eff >= 1 {
-            let (r, s) = self.build_ruleset(ctx, exe, eff, net)?;
-            (r, Some(s))
+        let ruleset = if eff >= 1 {
+            self.build_ruleset(ctx, exe, eff, net)?
         } else {
-            (None, None)
+            None
         };
         if !missing.is_empty() {
             tracing::debug!(profile = %self.name, ?missing, "sandbox partly enforced");
         }
         Ok(Prepared {
             plan: ChildPlan { ruleset, filter },
-            slot,
             env_names: self.env.clone(),
             not_enforced: missing,
             abi: eff,
@@ -248,7 +227,7 @@ impl Profile {
         exe: Option<&Path>,
         eff: u32,
         net: Net,
-    ) -> Result<Cached, SandboxError> {
+    ) -> Result<Option<Arc<OwnedFd>>, SandboxError> {
         let abi = ABI::from(eff as i32);
         let paths = self.expanded_paths(ctx, abi)?;
         let key = RuleKey {

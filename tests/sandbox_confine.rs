@@ -1,17 +1,17 @@
-//! Sandboxed calls through restricted spawner threads: real kernel refusals,
-//! no leaks between profiles, the thread's lifetime, an unconfined process.
+//! Sandboxed calls whose process confines itself before exec: real kernel
+//! refusals, no leaks between profiles, and the server process stays unconfined.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
-use toolsrv::exec::{self, Call, Limits, Output, Spawner};
+use toolsrv::exec::{self, Call, Limits, Output};
 use toolsrv::meta::Command;
-use toolsrv::sandbox::{ExpandContext, Profile};
+use toolsrv::sandbox::{ChildPlan, ExpandContext, Profile};
 
-const SYSTEM: &str = "  rox: [/usr, /bin, /lib, /lib64, /lib32, /libx32, /etc]\n";
+const SYSTEM: &str = "  rox: [/usr, /bin, /lib, /lib64, /lib32, /libx32, /etc]\n  ro: [/proc]\n";
 
 /// A profile whose only writable places are `{CWD}` and `extra_rw`.
 fn profile(name: &str, extra_rw: &[&Path]) -> Profile {
@@ -34,8 +34,8 @@ fn env() -> Vec<(OsString, OsString)> {
     vec![("PATH".into(), "/usr/bin:/bin".into())]
 }
 
-/// Runs `script` with `/bin/sh` in `cwd` through `spawner`; (exit code, stderr).
-async fn sh(spawner: &Arc<Spawner>, cwd: &Path, script: &str) -> (Option<i32>, String) {
+/// Runs `script` with `/bin/sh` in `cwd` confined by `plan`; (exit code, output and result).
+async fn sh(plan: &ChildPlan, cwd: &Path, script: &str) -> (Option<i32>, String) {
     let call = Call {
         tool: "t".into(),
         command: Command::Shell(script.into()),
@@ -45,7 +45,7 @@ async fn sh(spawner: &Arc<Spawner>, cwd: &Path, script: &str) -> (Option<i32>, S
         timeout: Some(Duration::from_secs(20)),
         limits: Limits::default(),
         pre_exec: None,
-        spawner: Some(spawner.clone()),
+        confine: Some(plan.clone()),
     };
     let out = Arc::new(Output::new(1 << 20));
     let o = exec::run(call, out.clone(), CancellationToken::new(), |_| {}).await;
@@ -53,14 +53,13 @@ async fn sh(spawner: &Arc<Spawner>, cwd: &Path, script: &str) -> (Option<i32>, S
     (o.status.code, format!("{err} {:?}", o.result))
 }
 
-fn spawner_of(p: &Profile, cwd: &Path) -> Arc<Spawner> {
+fn plan_of(p: &Profile, cwd: &Path) -> ChildPlan {
     p.prepare(
         &ExpandContext::new(cwd, std::env::vars_os()),
         Some(Path::new("/bin/sh")),
     )
     .unwrap()
-    .spawner()
-    .expect("a cached ruleset has a spawner")
+    .child_plan()
 }
 
 fn status_field(path: &Path, field: &str) -> String {
@@ -72,11 +71,11 @@ fn status_field(path: &Path, field: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn spawned_children_are_confined_and_allowed_where_permitted() {
+async fn confined_children_are_refused_and_allowed_where_permitted() {
     let work = tempfile::tempdir().unwrap();
     let out = outside();
     let p = profile("strict", &[]);
-    let s = spawner_of(&p, work.path());
+    let s = plan_of(&p, work.path());
     let target = out.path().join("x");
     let (code, err) = sh(
         &s,
@@ -99,21 +98,17 @@ async fn two_profiles_used_concurrently_do_not_leak() {
     let out = outside();
     let strict = profile("strict", &[]);
     let open = profile("open", &[out.path()]);
-    let (s, o) = (
-        spawner_of(&strict, work.path()),
-        spawner_of(&open, work.path()),
-    );
-    assert_ne!(s.tid(), 0);
+    let (s, o) = (plan_of(&strict, work.path()), plan_of(&open, work.path()));
     let mut tasks = Vec::new();
     for i in 0..6 {
-        let (sp, strict_one) = if i % 2 == 0 {
+        let (plan, strict_one) = if i % 2 == 0 {
             (s.clone(), true)
         } else {
             (o.clone(), false)
         };
         let (cwd, file) = (work.path().to_path_buf(), out.path().join(format!("f{i}")));
         tasks.push(tokio::spawn(async move {
-            let r = sh(&sp, &cwd, &format!("echo {i} > '{}'", file.display())).await;
+            let r = sh(&plan, &cwd, &format!("echo {i} > '{}'", file.display())).await;
             (strict_one, file, r)
         }));
     }
@@ -130,13 +125,20 @@ async fn two_profiles_used_concurrently_do_not_leak() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_process_stays_unconfined_and_the_thread_ends_with_its_entry() {
+async fn the_tool_is_confined_and_the_process_is_not() {
     let work = tempfile::tempdir().unwrap();
     let out = outside();
     let p = profile("strict", &[]);
-    let s = spawner_of(&p, work.path());
-    let (code, _) = sh(&s, work.path(), "true").await;
-    assert_eq!(code, Some(0));
+    let s = plan_of(&p, work.path());
+    let (code, text) = sh(
+        &s,
+        work.path(),
+        "exec grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status",
+    )
+    .await;
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("NoNewPrivs:\t1"), "{text}");
+    assert!(text.contains("Seccomp:\t2"), "{text}");
     let (code, _) = sh(
         &s,
         work.path(),
@@ -145,54 +147,32 @@ async fn the_process_stays_unconfined_and_the_thread_ends_with_its_entry() {
     .await;
     assert_ne!(code, Some(0));
 
-    // The restriction stayed on the spawner thread.
-    let tid = s.tid();
-    let task: PathBuf = format!("/proc/self/task/{tid}").into();
-    assert_eq!(status_field(&task.join("status"), "NoNewPrivs:"), "1");
-    assert_eq!(status_field(&task.join("status"), "Seccomp:"), "2");
-    assert_eq!(
-        status_field(Path::new("/proc/thread-self/status"), "NoNewPrivs:"),
-        "0"
-    );
-    assert_eq!(
-        status_field(Path::new("/proc/self/status"), "Seccomp:"),
-        "0",
-        "the main thread got the filter"
-    );
+    // No thread of this process got any of it.
+    for task in std::fs::read_dir("/proc/self/task").unwrap() {
+        let status = task.unwrap().path().join("status");
+        let Ok(text) = std::fs::read_to_string(&status) else {
+            continue;
+        };
+        if text.is_empty() {
+            continue;
+        }
+        assert_eq!(
+            status_field(&status, "NoNewPrivs:"),
+            "0",
+            "{}",
+            status.display()
+        );
+        assert_eq!(
+            status_field(&status, "Seccomp:"),
+            "0",
+            "{}",
+            status.display()
+        );
+    }
     std::fs::write(out.path().join("from-the-process"), "ok").unwrap();
     let worker = std::thread::spawn({
         let d = out.path().to_path_buf();
         move || std::fs::write(d.join("from-a-new-thread"), "ok")
     });
     worker.join().unwrap().unwrap();
-
-    // The thread lives as long as the cache entry or a call holds it.
-    drop(s);
-    assert!(task.exists(), "the cache entry still holds the spawner");
-    drop(p);
-    let end = Instant::now() + Duration::from_secs(10);
-    while task.exists() && Instant::now() < end {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert!(
-        !task.exists(),
-        "spawner thread {tid} outlived its cache entry"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_thread_that_cannot_confine_itself_starts_nothing() {
-    let work = tempfile::tempdir().unwrap();
-    let s = Arc::new(
-        Spawner::start("t-fails", || {
-            Err(std::io::Error::from_raw_os_error(libc::EPERM))
-        })
-        .unwrap(),
-    );
-    let marker = work.path().join("ran");
-    let (code, err) = sh(&s, work.path(), &format!("touch '{}'", marker.display())).await;
-    assert_eq!(code, None, "{err}");
-    assert!(err.contains("cannot start tool"), "{err}");
-    assert!(err.contains("Operation not permitted"), "{err}");
-    assert!(!marker.exists());
 }
