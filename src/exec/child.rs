@@ -16,33 +16,48 @@ use tokio::io::unix::AsyncFd;
 pub(crate) struct Child {
     pid: Pid,
     /// `None` only while being dropped.
-    pidfd: Option<AsyncFd<OwnedFd>>,
+    pidfd: Option<PidFd>,
     status: Option<ExitStatus>,
+}
+
+/// The pidfd, put in the reactor only when something has to wait for it
+/// (a short tool has often exited before anyone looks).
+#[derive(Debug)]
+enum PidFd {
+    Plain(OwnedFd),
+    Registered(AsyncFd<OwnedFd>),
+}
+
+impl PidFd {
+    fn fd(&self) -> &OwnedFd {
+        match self {
+            PidFd::Plain(fd) => fd,
+            PidFd::Registered(a) => a.get_ref(),
+        }
+    }
+}
+
+/// Puts a pidfd in the reactor (readable once the process exits).
+fn register(pidfd: OwnedFd) -> io::Result<AsyncFd<OwnedFd>> {
+    // SAFETY: an `OwnedFd` is a valid open descriptor that stays the same
+    // until the `AsyncFd` (its owner) is dropped.
+    unsafe { AsyncFd::register_with_interest(pidfd, Interest::READABLE) }
+        .map_err(|e| e.into_parts().1)
 }
 
 impl Child {
     /// Takes ownership of child `pid` through its `pidfd`. On error the
     /// process is killed and reaped before returning.
     pub(crate) fn new(pid: u32, pidfd: OwnedFd) -> io::Result<Child> {
-        let pid = i32::try_from(pid)
-            .ok()
-            .and_then(Pid::from_raw)
-            .ok_or_else(|| io::Error::other("invalid process id"))?;
-        // SAFETY: an `OwnedFd` is a valid open descriptor that stays the
-        // same until the `AsyncFd` (its owner) is dropped.
-        match unsafe { AsyncFd::register_with_interest(pidfd, Interest::READABLE) } {
-            Ok(fd) => Ok(Child {
-                pid,
-                pidfd: Some(fd),
-                status: None,
-            }),
-            Err(e) => {
-                let (pidfd, e) = e.into_parts();
-                let _ = pidfd_send_signal(&pidfd, Signal::KILL);
-                let _ = waitpid(Some(pid), WaitOptions::empty());
-                Err(e)
-            }
-        }
+        let Some(pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
+            let _ = pidfd_send_signal(&pidfd, Signal::KILL);
+            return Err(io::Error::other("invalid process id"));
+        };
+        Ok(Child {
+            pid,
+            pidfd: Some(PidFd::Plain(pidfd)),
+            status: None,
+        })
     }
 
     /// The process id (also its process group id).
@@ -51,7 +66,7 @@ impl Child {
     }
 
     /// Collects the status if the process has exited, without blocking.
-    fn try_reap(&mut self) -> io::Result<Option<ExitStatus>> {
+    pub(crate) fn try_reap(&mut self) -> io::Result<Option<ExitStatus>> {
         if let Some(s) = self.status {
             return Ok(Some(s));
         }
@@ -75,8 +90,14 @@ impl Child {
             if let Some(s) = self.try_reap()? {
                 return Ok(s);
             }
-            let Some(fd) = self.pidfd.as_ref() else {
-                return Err(io::Error::other("the process is being dropped"));
+            let fd = match self.pidfd.take() {
+                Some(PidFd::Plain(fd)) => register(fd)?,
+                Some(PidFd::Registered(fd)) => fd,
+                None => return Err(io::Error::other("the process is being dropped")),
+            };
+            let fd = &*self.pidfd.insert(PidFd::Registered(fd));
+            let PidFd::Registered(fd) = fd else {
+                return Err(io::Error::other("the pidfd was not registered"));
             };
             // A pidfd is readable once the process exited. Readiness is
             // cleared before the next look, so an exit after it wakes us.
@@ -90,7 +111,7 @@ impl Child {
             return Ok(());
         }
         match self.pidfd.as_ref() {
-            Some(fd) => match pidfd_send_signal(fd.get_ref(), Signal::KILL) {
+            Some(fd) => match pidfd_send_signal(fd.fd(), Signal::KILL) {
                 Ok(()) | Err(rustix::io::Errno::SRCH) => Ok(()),
                 Err(e) => Err(e.into()),
             },
@@ -110,13 +131,18 @@ impl Drop for Child {
         }
         let Some(fd) = self.pidfd.take() else { return };
         let pid = self.pid;
-        match tokio::runtime::Handle::try_current() {
-            Ok(h) => {
+        let handle = tokio::runtime::Handle::try_current().ok();
+        let fd = match (fd, &handle) {
+            (PidFd::Registered(a), Some(_)) => Some(a),
+            (PidFd::Plain(fd), Some(_)) => register(fd).ok(),
+            _ => None,
+        };
+        match (handle, fd) {
+            (Some(h), Some(fd)) => {
                 h.spawn(reap_later(pid, fd));
             }
-            Err(_) => {
+            _ => {
                 // No runtime: SIGKILL was sent, so the wait is short.
-                drop(fd);
                 let _ = std::thread::Builder::new()
                     .name("toolsrv-reap".into())
                     .spawn(move || {

@@ -113,6 +113,33 @@ async fn feed_stdin(stdin: Option<(OwnedFd, usize)>, data: Vec<u8>) {
 }
 
 /// A pipe's read end in the reactor; `None` (read as closed) if that fails.
+/// Most a pipe is read before the reactor is involved (a tool still
+/// writing is then read asynchronously, between other work).
+const DRAIN_NOW_MAX: usize = 64 << 10;
+
+/// Reads what `fd` (non-blocking) holds right now into `output`; `None`
+/// once it is at end of file (or broken), else the fd to read on later.
+fn drain_now(fd: OwnedFd, output: &Output, stream: Stream) -> Option<OwnedFd> {
+    let mut buf = [0u8; 16 << 10];
+    let mut taken = 0;
+    while taken < DRAIN_NOW_MAX {
+        match rustix::io::read(&fd, &mut buf) {
+            Ok(0) => return None,
+            Ok(n) => {
+                output.push(stream, &buf[..n]);
+                taken += n;
+            }
+            Err(rustix::io::Errno::INTR) => {}
+            Err(rustix::io::Errno::AGAIN) => return Some(fd),
+            Err(e) => {
+                tracing::debug!(error = %e, ?stream, "reading a tool pipe");
+                return None;
+            }
+        }
+    }
+    Some(fd)
+}
+
 fn receiver(fd: OwnedFd) -> Option<pipe::Receiver> {
     pipe::Receiver::from_owned_fd_unchecked(fd)
         .inspect_err(|e| tracing::warn!(error = %e, "registering a tool pipe"))
@@ -251,7 +278,11 @@ pub async fn run(
         pgid: pid,
         grace: limits.kill_grace,
     };
-    let (stdout, stderr) = (receiver(stdout), receiver(stderr));
+    // A short tool has often finished by the time the clone returns (it
+    // ran on this CPU while we were suspended): take what its pipes hold and
+    // its status now. Only what is still open goes to the reactor.
+    let stdout = drain_now(stdout, &output, Stream::Stdout).and_then(receiver);
+    let stderr = drain_now(stderr, &output, Stream::Stderr).and_then(receiver);
 
     let mut stdin_fut = pin!(feed_stdin(stdin, data));
     let mut stdin_done = false;
@@ -264,6 +295,13 @@ pub async fn run(
     let mut err_buf: Vec<u8> = Vec::with_capacity(FIRST_READ_BUF);
 
     let mut status: Option<Option<ExitStatus>> = None;
+    if stdout.is_none()
+        && stderr.is_none()
+        && let Some(child) = guard.child.as_mut()
+        && let Ok(Some(s)) = child.try_reap()
+    {
+        status = Some(Some(s));
+    }
     let mut timed_out = false;
     let mut cancelled = false;
     let mut killed = false;
