@@ -124,7 +124,7 @@ async fn environment_is_exactly_what_the_call_gives() {
     let mut c = call(sh("env"), json!({}));
     c.cwd = std::env::temp_dir();
     c.env = exec::tool_env(
-        [("PATH".into(), "/usr/bin:/bin".into())],
+        &vec![("PATH".into(), "/usr/bin:/bin".into())].into(),
         "/a:/b",
         &c.cwd,
         Some("sess-1"),

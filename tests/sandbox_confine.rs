@@ -41,7 +41,7 @@ async fn sh(plan: &ChildPlan, cwd: &Path, script: &str) -> (Option<i32>, String)
         command: Command::Shell(script.into()),
         args: serde_json::json!({}),
         cwd: cwd.to_path_buf(),
-        env: env(),
+        env: env().into(),
         timeout: Some(Duration::from_secs(20)),
         limits: Limits::default(),
         pre_exec: None,

@@ -17,7 +17,6 @@ pub mod socket;
 pub mod sudo;
 
 use std::collections::BTreeMap;
-use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -138,7 +137,7 @@ fn secret_name(name: &str) -> bool {
 }
 
 /// The environment as shown in a request.
-pub fn shown_env(env: &[(OsString, OsString)]) -> BTreeMap<String, String> {
+pub fn shown_env(env: &crate::exec::Env) -> BTreeMap<String, String> {
     env.iter()
         .map(|(k, v)| {
             let k = k.to_string_lossy().into_owned();
@@ -155,6 +154,7 @@ pub fn shown_env(env: &[(OsString, OsString)]) -> BTreeMap<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::ffi::OsString;
 
     #[test]
     fn secret_values_are_redacted() {
@@ -167,7 +167,7 @@ mod tests {
                 OsString::from("c"),
             ),
         ];
-        let shown = shown_env(&env);
+        let shown = shown_env(&env.into());
         assert_eq!(shown["PATH"], "/bin");
         assert_eq!(shown["GITHUB_TOKEN"], "<redacted>");
         assert_eq!(shown["toolsrv_secret"], "<redacted>");

@@ -34,7 +34,7 @@ pub struct CallIdentity {
     /// Default working directory of requested commands.
     pub cwd: PathBuf,
     /// The environment requested commands get (unfiltered, like an approved call).
-    pub env: Vec<(OsString, OsString)>,
+    pub env: crate::exec::Env,
     /// The toolsrv PID once the call is in the process table (0 before).
     proc: AtomicU64,
 }
@@ -45,7 +45,7 @@ impl CallIdentity {
         agent: String,
         session: Option<String>,
         cwd: PathBuf,
-        env: Vec<(OsString, OsString)>,
+        env: crate::exec::Env,
     ) -> Self {
         CallIdentity {
             tool,
@@ -390,7 +390,7 @@ async fn read_capped(r: Option<impl AsyncRead + Unpin>, cap: usize) -> Vec<u8> {
 async fn run_unconfined(
     spec: &CommandSpec,
     cwd: &Path,
-    env: &[(OsString, OsString)],
+    env: &crate::exec::Env,
     limits: &Limits,
 ) -> Value {
     let mut cmd = match spec {
@@ -409,7 +409,7 @@ async fn run_unconfined(
         }
     };
     cmd.env_clear()
-        .envs(env.iter().cloned())
+        .envs(env.iter())
         .current_dir(cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -459,7 +459,8 @@ mod tests {
     #[test]
     fn capabilities_are_per_call_and_revoked_on_drop() {
         let caps = Capabilities::new(PathBuf::from("/x"));
-        let ident = || CallIdentity::new("t".into(), "a".into(), None, "/".into(), vec![]);
+        let ident =
+            || CallIdentity::new("t".into(), "a".into(), None, "/".into(), Default::default());
         let (t1, g1) = caps.mint(ident()).unwrap();
         let (t2, g2) = caps.mint(ident()).unwrap();
         assert_ne!(t1, t2);

@@ -97,16 +97,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         tracing::warn!(profile = %args.profile, "not enforced: {what}");
     }
 
-    let mut env = prepared.filter_env(std::env::vars_os());
-    env.retain(|(k, _)| k != "PWD");
-    env.push(("PWD".into(), cwd.clone().into_os_string()));
+    let mut env = prepared.filter_env(crate::exec::Env::from(
+        std::env::vars_os().collect::<Vec<_>>(),
+    ));
+    env.set("PWD", cwd.as_os_str());
 
     let mut cmd = std::process::Command::new(&exe);
     cmd.arg0(program)
         .args(rest)
         .current_dir(&cwd)
         .env_clear()
-        .envs(env);
+        .envs(env.iter());
     let pre_exec = prepared.into_pre_exec();
     // SAFETY: the closure runs in the forked child before exec and only makes
     // raw syscalls (prctl, landlock_restrict_self, seccomp) on data it owns;

@@ -5,7 +5,7 @@
 //! password pipe): std forks the process and runs the hook; its result has
 //! the same shape as [`super::spawn::spawn`]'s.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsStr;
 use std::io;
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
@@ -15,7 +15,7 @@ use std::process::Stdio;
 
 use libc::{c_char, c_int};
 
-use super::PreExec;
+use super::{Env, PreExec};
 use crate::meta::Command;
 
 /// /// Stdin data at most this long is written before the child starts: a write
@@ -39,7 +39,7 @@ pub(crate) struct Spawned {
 /// `hook` in the child before exec.
 pub(crate) fn spawn_forked(
     command: &Command,
-    env: &[(OsString, OsString)],
+    env: &Env,
     cwd: &Path,
     hook: &mut Option<PreExec>,
     stdin_data: &[u8],
@@ -55,7 +55,7 @@ pub(crate) fn spawn_forked(
     let pipes = Pipes::new(stdin_data)?;
     let [i, o, e] = pipes.child;
     cmd.env_clear()
-        .envs(env.iter().map(|(k, v)| (k, v)))
+        .envs(env.iter())
         .current_dir(cwd)
         .stdin(Stdio::from(i))
         .stdout(Stdio::from(o))
@@ -123,11 +123,7 @@ pub(super) struct Prog {
 }
 
 impl Prog {
-    pub(super) fn new(
-        command: &Command,
-        env: &[(OsString, OsString)],
-        cwd: &Path,
-    ) -> io::Result<Prog> {
+    pub(super) fn new(command: &Command, env: &Env, cwd: &Path) -> io::Result<Prog> {
         let abs;
         let (path, args): (&OsStr, [&OsStr; 2]) = match command {
             Command::Exec(p) if p.is_absolute() => (p.as_os_str(), [OsStr::new(""); 2]),
@@ -159,17 +155,17 @@ impl Prog {
             bytes: Vec::with_capacity(size),
             path: 0,
             cwd: 0,
-            ptrs: Vec::with_capacity(argc + env.len() + 2),
+            ptrs: Vec::with_capacity(argc + env.len_hint() + 2),
             env_at: argc + 1,
         };
-        let mut starts: Vec<usize> = Vec::with_capacity(argc + env.len());
+        let mut starts: Vec<usize> = Vec::with_capacity(argc + env.len_hint());
         p.path = p.push(&[path.as_bytes()])?;
         p.cwd = p.push(&[cwd.as_os_str().as_bytes()])?;
         starts.push(p.path);
         for a in &args[..argc - 1] {
             starts.push(p.push(&[a.as_bytes()])?);
         }
-        for (k, v) in env {
+        for (k, v) in env.iter() {
             if k.as_bytes().contains(&b'=') {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidInput,

@@ -8,6 +8,7 @@
 //! after [`Limits::kill_grace`]). The child is always reaped.
 
 mod child;
+mod env;
 mod group;
 mod launch;
 mod output;
@@ -15,7 +16,6 @@ mod result;
 mod run;
 mod spawn;
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -25,6 +25,7 @@ use crate::meta::Command;
 use crate::protocol::ToolResult;
 use crate::sandbox::ChildPlan;
 
+pub use env::{Env, Vars};
 pub use group::group_alive;
 pub use output::{Output, Stream};
 pub use result::cut_utf8;
@@ -73,7 +74,7 @@ pub struct Call {
     /// Working directory of the child.
     pub cwd: PathBuf,
     /// The child's whole environment (nothing else is inherited).
-    pub env: Vec<(OsString, OsString)>,
+    pub env: Env,
     /// Call timeout; `None` means `limits.default_timeout`.
     pub timeout: Option<Duration>,
     pub limits: Limits,
@@ -130,48 +131,44 @@ pub struct Outcome {
     pub duration: Duration,
 }
 
-/// The environment of a tool: `base` plus `OLLIE_TOOLS_PATH`, `PWD`, and
-/// `OLLIE_SESSION_ID` / `OLLIE_AGENT_ID` when given (these replace any value
-/// `base` has for them).
+/// The environment of a tool: `base` (shared, not copied) plus
+/// `OLLIE_TOOLS_PATH`, `PWD`, and `OLLIE_SESSION_ID` / `OLLIE_AGENT_ID` when
+/// given (these replace any value `base` has for them).
 pub fn tool_env(
-    base: impl IntoIterator<Item = (OsString, OsString)>,
+    base: &Vars,
     tools_path: &str,
     cwd: &Path,
     session: Option<&str>,
     agent: Option<&str>,
-) -> Vec<(OsString, OsString)> {
-    let mut set: Vec<(&str, OsString)> = vec![
-        ("OLLIE_TOOLS_PATH", OsString::from(tools_path)),
-        ("PWD", cwd.as_os_str().to_owned()),
-    ];
+) -> Env {
+    let mut env = Env::new(base.clone());
+    env.set("OLLIE_TOOLS_PATH", tools_path);
+    env.set("PWD", cwd.as_os_str());
     if let Some(s) = session {
-        set.push(("OLLIE_SESSION_ID", OsString::from(s)));
+        env.set("OLLIE_SESSION_ID", s);
     }
     if let Some(a) = agent {
-        set.push(("OLLIE_AGENT_ID", OsString::from(a)));
+        env.set("OLLIE_AGENT_ID", a);
     }
-    let mut env: Vec<(OsString, OsString)> = base
-        .into_iter()
-        .filter(|(k, _)| !set.iter().any(|(name, _)| k == name))
-        .collect();
-    env.extend(set.into_iter().map(|(k, v)| (OsString::from(k), v)));
     env
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::ffi::OsString;
 
     #[test]
     fn tool_env_sets_and_replaces() {
-        let base = vec![
+        let base: Vars = vec![
             (OsString::from("PATH"), OsString::from("/bin")),
             (OsString::from("PWD"), OsString::from("/old")),
             (OsString::from("OLLIE_AGENT_ID"), OsString::from("stale")),
-        ];
-        let env = tool_env(base, "/t1:/t2", Path::new("/work"), Some("s1"), None);
+        ]
+        .into();
+        let env = tool_env(&base, "/t1:/t2", Path::new("/work"), Some("s1"), None);
         let get = |k: &str| {
-            let v: Vec<_> = env.iter().filter(|(n, _)| n == k).collect();
+            let v: Vec<_> = env.iter().filter(|(n, _)| *n == k).collect();
             assert!(v.len() <= 1, "{k} duplicated");
             v.first().map(|(_, v)| v.to_string_lossy().into_owned())
         };

@@ -14,7 +14,6 @@
 //! has the forked path of calls with a `pre_exec` hook.
 
 use std::cell::RefCell;
-use std::ffi::OsString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::Path;
@@ -22,6 +21,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 
 use libc::{c_char, c_int, c_void};
 
+use super::Env;
 use super::launch::{Pipes, Prog, Spawned, reap_blocking};
 use crate::meta::Command;
 use crate::sandbox::ChildPlan;
@@ -37,7 +37,7 @@ const CHILD_STACK: usize = 64 << 10;
 /// execve) comes back as its errno, e.g. `ETXTBSY`.
 pub(crate) fn spawn(
     command: &Command,
-    env: &[(OsString, OsString)],
+    env: &Env,
     cwd: &Path,
     confine: Option<&ChildPlan>,
     stdin_data: &[u8],

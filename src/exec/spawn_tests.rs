@@ -10,8 +10,8 @@ use std::sync::Arc;
 use super::*;
 use crate::exec::launch::SYNC_STDIN;
 
-fn env() -> Vec<(OsString, OsString)> {
-    vec![("PATH".into(), "/usr/bin:/bin".into())]
+fn env() -> Env {
+    vec![(OsString::from("PATH"), OsString::from("/usr/bin:/bin"))].into()
 }
 
 /// Runs `script` to its end (blocking); (stdout, raw wait status).

@@ -3,10 +3,9 @@
 //! a call that must leave the sandbox, the plan the bypass broker approves.
 
 use std::collections::HashMap;
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{Map, Value};
 
@@ -16,7 +15,7 @@ use crate::bypass::{Capabilities, CapabilityGuard, Plan};
 use crate::exec::{self, Call, Limits};
 use crate::meta::{Command, Tool};
 use crate::protocol::{ToolResult, take_dispatch};
-use crate::sandbox::{Cooldown, CooldownConfig, ExpandContext, Profile, Profiles};
+use crate::sandbox::{Cooldown, CooldownConfig, ExpandContext, Prepared, Profile, Profiles};
 
 /// The profile a call gets when it does not name one.
 pub const DEFAULT_PROFILE: &str = "default";
@@ -51,6 +50,19 @@ pub enum Planned {
 /// A loaded profile and the modification time of its file then.
 type CachedProfile = (Option<SystemTime>, Arc<Profile>);
 
+/// How long a prepared sandbox is reused for the same profile, working
+/// directory and executable before its paths are expanded and looked up
+/// again (the ruleset cache below it re-checks the paths on disk as often).
+const PREPARED_TTL: Duration = Duration::from_secs(1);
+/// Prepared sandboxes kept; past this the cache starts over.
+const PREPARED_MAX: usize = 256;
+
+/// Which prepared sandbox: the profile (by identity: an edited profile is a
+/// new `Arc`), the working directory and the executable.
+type PreparedKey = (usize, PathBuf, PathBuf);
+/// When it was prepared, from which profile, and the result.
+type CachedPrepared = (Instant, Arc<Profile>, Arc<Prepared>);
+
 /// Server-wide rules every call goes through.
 pub struct Policy {
     pub tools_path: String,
@@ -62,10 +74,14 @@ pub struct Policy {
     cache: Mutex<HashMap<String, CachedProfile>>,
     /// The bypass socket and capabilities given to every call (server only).
     bypass: Option<Arc<Capabilities>>,
-    /// This process's environment, captured once: the base of every tool's.
-    env: Vec<(OsString, OsString)>,
+    /// This process's environment, captured once and shared: the base of
+    /// every tool's (without any bypass variables of our own).
+    env: exec::Vars,
     /// Path templates expand against `env` (working directory set per call).
     expand: ExpandContext,
+    /// Recently prepared sandboxes: expanding a profile's paths and finding
+    /// its ruleset was about a quarter of the server's time per call.
+    prepared: Mutex<HashMap<PreparedKey, CachedPrepared>>,
 }
 
 impl Policy {
@@ -90,7 +106,10 @@ impl Policy {
             cache: Mutex::default(),
             bypass: None,
             expand: ExpandContext::new("/", std::env::vars_os()),
-            env: std::env::vars_os().collect(),
+            env: std::env::vars_os()
+                .filter(|(k, _)| k != "OLLIE_BYPASS_SOCKET" && k != "OLLIE_BYPASS_CAPABILITY")
+                .collect(),
+            prepared: Mutex::default(),
         })
     }
 
@@ -117,6 +136,40 @@ impl Policy {
         let p = Arc::new(profiles.load(name).map_err(|e| e.to_string())?);
         cache.insert(name.to_string(), (mtime, p.clone()));
         Ok(p)
+    }
+
+    /// `profile` prepared for a call in `cwd` running `exe`: reused when the
+    /// same was prepared less than [`PREPARED_TTL`] ago.
+    fn prepared(
+        &self,
+        profile: &Arc<Profile>,
+        cwd: &Path,
+        exe: &Path,
+    ) -> Result<Arc<Prepared>, crate::sandbox::SandboxError> {
+        let key = (
+            Arc::as_ptr(profile) as usize,
+            cwd.to_path_buf(),
+            exe.to_path_buf(),
+        );
+        let now = Instant::now();
+        {
+            let cache = self.prepared.lock().unwrap_or_else(|e| e.into_inner());
+            // The cached profile is compared too: a freed profile's address
+            // may be reused by a new one.
+            if let Some((at, p, prepared)) = cache.get(&key)
+                && now.duration_since(*at) < PREPARED_TTL
+                && Arc::ptr_eq(p, profile)
+            {
+                return Ok(prepared.clone());
+            }
+        }
+        let prepared = Arc::new(profile.prepare(&self.expand.with_cwd(cwd), Some(exe))?);
+        let mut cache = self.prepared.lock().unwrap_or_else(|e| e.into_inner());
+        if cache.len() >= PREPARED_MAX {
+            cache.clear();
+        }
+        cache.insert(key, (now, profile.clone(), prepared.clone()));
+        Ok(prepared)
     }
 
     /// Turn a request into a runnable call, or the refusal the model sees.
@@ -172,7 +225,7 @@ impl Policy {
             Command::Shell(s) => s.clone(),
         };
         let mut env = exec::tool_env(
-            self.env.iter().cloned(),
+            &self.env,
             &self.tools_path,
             &cwd,
             session.as_deref(),
@@ -181,8 +234,7 @@ impl Policy {
         let capability = match &self.bypass {
             None => None,
             Some(caps) => {
-                env.retain(|(k, _)| k != "OLLIE_BYPASS_SOCKET" && k != "OLLIE_BYPASS_CAPABILITY");
-                env.push(("OLLIE_BYPASS_SOCKET".into(), caps.socket.clone().into()));
+                env.set("OLLIE_BYPASS_SOCKET", caps.socket.as_os_str());
                 let ident = CallIdentity::new(
                     name.to_string(),
                     agent.clone(),
@@ -193,7 +245,7 @@ impl Policy {
                 let (token, guard) = caps
                     .mint(ident)
                     .map_err(|e| refuse(format!("cannot create a bypass capability: {e}")))?;
-                env.push(("OLLIE_BYPASS_CAPABILITY".into(), token.into()));
+                env.set("OLLIE_BYPASS_CAPABILITY", token);
                 Some(guard)
             }
         };
@@ -201,7 +253,8 @@ impl Policy {
         let (env, pre_exec, confine) = match &self.profiles {
             None if needs_approval => (env, None, None),
             None => {
-                tracing::warn!(tool = name, agent, "--yolo: running unconfined");
+                // `serve --yolo` says so loudly once, at start.
+                tracing::debug!(tool = name, agent, "--yolo: running unconfined");
                 (env, None, None)
             }
             Some(profiles) => {
@@ -223,8 +276,8 @@ impl Policy {
                         Command::Exec(p) => p,
                         Command::Shell(_) => Path::new("/bin/sh"),
                     };
-                    let prepared = profile
-                        .prepare(&self.expand.with_cwd(&cwd), Some(exe))
+                    let prepared = self
+                        .prepared(&profile, &cwd, exe)
                         .map_err(|e| refuse(e.to_string()))?;
                     let missing = prepared.not_enforced();
                     if !missing.is_empty() {
@@ -274,5 +327,66 @@ impl Policy {
             call,
             capability,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(dir: &Path) -> Policy {
+        Policy::new(
+            String::new(),
+            dir.to_path_buf(),
+            Limits::default(),
+            Some(Profiles::new(dir.join("sandbox"))),
+        )
+        .unwrap()
+    }
+
+    /// A prepared sandbox is reused for the same profile, directory and
+    /// executable, and prepared anew when any of them differs, when the
+    /// profile file changed, or after the TTL.
+    #[test]
+    fn prepared_sandboxes_are_reused_and_invalidated() {
+        let t = tempfile::tempdir().unwrap();
+        let p = policy(t.path());
+        let profiles = Profiles::new(t.path().join("sandbox"));
+        let prof = p.profile(&profiles, DEFAULT_PROFILE).unwrap();
+        let (cwd, other) = (t.path().join("a"), t.path().join("b"));
+        std::fs::create_dir_all(&cwd).unwrap();
+        std::fs::create_dir_all(&other).unwrap();
+        let sh = Path::new("/bin/sh");
+
+        let first = p.prepared(&prof, &cwd, sh).unwrap();
+        assert!(Arc::ptr_eq(&first, &p.prepared(&prof, &cwd, sh).unwrap()));
+        assert!(!Arc::ptr_eq(
+            &first,
+            &p.prepared(&prof, &other, sh).unwrap()
+        ));
+        let cat = Path::new("/bin/cat");
+        assert!(!Arc::ptr_eq(&first, &p.prepared(&prof, &cwd, cat).unwrap()));
+
+        // An edited profile is a new profile: prepared again.
+        let file = t.path().join("sandbox/default.yaml");
+        let text = std::fs::read_to_string(&file).unwrap();
+        std::fs::write(&file, format!("{text}\n# edited\n")).unwrap();
+        let f = std::fs::File::options().write(true).open(&file).unwrap();
+        f.set_modified(SystemTime::now() + Duration::from_secs(5))
+            .unwrap();
+        let edited = p.profile(&profiles, DEFAULT_PROFILE).unwrap();
+        assert!(!Arc::ptr_eq(&prof, &edited));
+        assert!(!Arc::ptr_eq(
+            &first,
+            &p.prepared(&edited, &cwd, sh).unwrap()
+        ));
+
+        // Past the TTL the same key is prepared again.
+        let again = p.prepared(&edited, &cwd, sh).unwrap();
+        std::thread::sleep(PREPARED_TTL + Duration::from_millis(50));
+        assert!(!Arc::ptr_eq(
+            &again,
+            &p.prepared(&edited, &cwd, sh).unwrap()
+        ));
     }
 }

@@ -1,10 +1,9 @@
 //! Turning a profile into enforcement, in the parent: the Landlock ruleset fd
 //! with its rules, the seccomp program, the env filter, and what is not enforced.
 
-use std::ffi::OsString;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath,
@@ -16,6 +15,7 @@ use super::child::ChildPlan;
 pub use super::child::PreExec;
 use super::seccomp::{self, NetDeny};
 use super::{ExpandContext, Profile, SandboxError, abi, ldd};
+use crate::exec::{Env, Vars};
 
 /// A sandbox ready to be applied in a child process.
 pub struct Prepared {
@@ -23,6 +23,8 @@ pub struct Prepared {
     env_names: Vec<String>,
     not_enforced: Vec<String>,
     abi: u32,
+    /// The last base environment filtered, and its filtered copy.
+    filtered_base: Mutex<Option<(Vars, Vars)>>,
 }
 
 impl std::fmt::Debug for Prepared {
@@ -41,19 +43,26 @@ const ALWAYS_ENV: &[&str] = &["PATH", "HOME", "PWD"];
 
 impl Prepared {
     /// Keep only the variables the profile's `env` lists, plus `PATH`, `HOME`,
-    /// `PWD` and every `OLLIE_*` variable (the tool contract).
-    pub fn filter_env(
-        &self,
-        base: impl IntoIterator<Item = (OsString, OsString)>,
-    ) -> Vec<(OsString, OsString)> {
-        base.into_iter()
-            .filter(|(k, _)| {
-                let Some(k) = k.to_str() else { return false };
-                ALWAYS_ENV.contains(&k)
-                    || k.starts_with("OLLIE_")
-                    || self.env_names.iter().any(|n| n == k)
-            })
-            .collect()
+    /// `PWD` and every `OLLIE_*` variable (the tool contract). The filtered
+    /// copy of a shared base is kept, so calls with the same base share it.
+    pub fn filter_env(&self, env: Env) -> Env {
+        let keep = |k: &std::ffi::OsStr| {
+            let Some(k) = k.to_str() else { return false };
+            ALWAYS_ENV.contains(&k)
+                || k.starts_with("OLLIE_")
+                || self.env_names.iter().any(|n| n == k)
+        };
+        let mut cached = self.filtered_base.lock().unwrap_or_else(|e| e.into_inner());
+        match &*cached {
+            Some((from, to)) if Arc::ptr_eq(from, env.base()) => {
+                env.filtered(keep, Some(to.clone()))
+            }
+            _ => {
+                let out = env.filtered(keep, None);
+                *cached = Some((env.base().clone(), out.base().clone()));
+                out
+            }
+        }
     }
 
     /// What the profile asked for that will not be enforced (best effort).
@@ -181,6 +190,7 @@ impl Profile {
             env_names: self.env.clone(),
             not_enforced: missing,
             abi: eff,
+            filtered_base: Mutex::new(None),
         })
     }
 
@@ -350,6 +360,7 @@ impl Profile {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::ffi::OsString;
 
     fn profile(yaml: &str) -> Profile {
         Profile::parse("t", Path::new("t.yaml"), yaml).unwrap()
@@ -417,7 +428,9 @@ mod tests {
                 ("OLLIE_BYPASS_SOCKET", "/b"),
                 ("AWS_SECRET_ACCESS_KEY", "x"),
             ]
-            .map(|(k, v)| (OsString::from(k), OsString::from(v))),
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+            .to_vec()
+            .into(),
         );
         let keys: Vec<_> = env.iter().map(|(k, _)| k.to_str().unwrap()).collect();
         assert_eq!(
