@@ -126,23 +126,10 @@ fn proc_cpu(pid: u32) -> Result<(f64, f64), String> {
         .split_whitespace()
         .map(|x| x.parse().unwrap_or(0.0))
         .collect();
-    // SAFETY: sysconf only reads a configuration value.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let hz = rustix::param::clock_ticks_per_second().max(1) as f64;
     // utime stime cutime cstime are fields 14..=17 (indices 11..=14 here).
     let at = |i: usize| f.get(i).copied().unwrap_or(0.0) / hz;
     Ok((at(11) + at(12), at(13) + at(14)))
-}
-
-/// CPU seconds of this process (`who` = RUSAGE_SELF or RUSAGE_CHILDREN).
-fn rusage(who: libc::c_int) -> f64 {
-    let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-    // SAFETY: getrusage fills the struct it is given.
-    let ru = unsafe {
-        libc::getrusage(who, ru.as_mut_ptr());
-        ru.assume_init()
-    };
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
 /// Where the CPU of a throughput round went, in microseconds per call:
@@ -190,10 +177,11 @@ fn measured<F>(
 where
     F: Fn() -> Result<Box<dyn FnMut() -> Result<(), String> + Send>, String> + Sync,
 {
-    let own0 = (rusage(libc::RUSAGE_SELF), rusage(libc::RUSAGE_CHILDREN));
+    let me = std::process::id();
+    let own0 = proc_cpu(me)?;
     let srv0 = server.map(proc_cpu).transpose()?;
     let (calls, secs) = run_threads(clients, dur, make)?;
-    let own1 = (rusage(libc::RUSAGE_SELF), rusage(libc::RUSAGE_CHILDREN));
+    let own1 = proc_cpu(me)?;
     let srv1 = server.map(proc_cpu).transpose()?;
     let n = (calls.max(1)) as f64;
     let (srv_self, srv_kids) = match (srv0, srv1) {

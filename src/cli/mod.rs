@@ -73,10 +73,27 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("toolsrv: {err:#}");
+            eprintln!("toolsrv: {}", error_text(&err));
             ExitCode::from(2)
         }
     }
+}
+
+/// An error and its causes as one line, each cause once: many messages
+/// already quote their cause, which `{:#}` would then print again.
+fn error_text(err: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in err.chain() {
+        let c = cause.to_string();
+        if c.is_empty() || text.contains(&c) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&c);
+    }
+    text
 }
 
 /// Logs go to stderr; `RUST_LOG` (default `info`) chooses what is shown.
@@ -87,4 +104,22 @@ fn init_logging() {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn error_text_names_each_cause_once() {
+        let io = std::io::Error::from_raw_os_error(2);
+        let err = anyhow::Error::new(io)
+            .context("i/o error: No such file or directory (os error 2)")
+            .context("cannot connect to /x.sock: i/o error: No such file or directory (os error 2) (is it running?)")
+            .context("calling echo");
+        assert_eq!(
+            super::error_text(&err),
+            "calling echo: cannot connect to /x.sock: i/o error: No such file or directory (os error 2) (is it running?)"
+        );
+        let plain = anyhow::anyhow!("outer").context("top");
+        assert_eq!(super::error_text(&plain), "top: outer");
+    }
 }
