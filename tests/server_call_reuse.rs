@@ -82,3 +82,25 @@ fn pipelined_write_and_read_keep_their_order_and_errors() {
     let got = c.client.write_read(fid, b"b", 8192).unwrap();
     assert!(String::from_utf8_lossy(&got).contains("fail"));
 }
+
+/// Data larger than one message is written in pieces and then read: the
+/// pipelined exchange falls back to separate round trips, with the same
+/// answer.
+#[test]
+fn write_read_larger_than_a_message_falls_back_to_pieces() {
+    use toolsrv::ninep::client::Client;
+    use toolsrv::ninep::fs::ORDWR;
+    let s = TestServer::start(&[]);
+    let mut c = Client::connect(&s.socket).unwrap();
+    assert_eq!(c.version(4096, "9P2000").unwrap().0, 4096);
+    let (afid, _token) = c.authenticate("agent", "", b"test-secret").unwrap();
+    c.attach(Some(afid), "agent", "").unwrap();
+    let fid = c.walk_open("tools", ORDWR).unwrap();
+    let agent = "a".repeat(10_000);
+    assert!(agent.len() > c.iounit() as usize);
+    let got = c.write_read(fid, agent.as_bytes(), c.iounit()).unwrap();
+    assert_eq!(String::from_utf8_lossy(&got).trim(), "[]");
+    // And a small one on the same fid still takes the one-round-trip path.
+    let got = c.write_read(fid, b"someone", c.iounit()).unwrap();
+    assert_eq!(String::from_utf8_lossy(&got).trim(), "[]");
+}

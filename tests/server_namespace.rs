@@ -367,6 +367,19 @@ fn flush_cancels_a_sync_call() {
     let m = c.client.recv().unwrap();
     assert_eq!(m.tag, ftag);
     assert!(eventually(Duration::from_secs(1), || !alive(child)));
+    // The call ran in the flushed request's own future: dropping it
+    // recorded the process as ended and cancelled, and `wait` answers.
+    let list: Value = serde_json::from_slice(&c.rdwr("proc/list", b"a").unwrap()).unwrap();
+    let p = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["tool"] == "sleep")
+        .unwrap_or_else(|| panic!("{list}"));
+    assert_eq!(p["state"], "exited", "{p}");
+    assert_eq!(p["cancelled"], true, "{p}");
+    let wait = c.read(&format!("proc/{}/wait", p["pid"])).unwrap();
+    assert_eq!(String::from_utf8_lossy(&wait).trim(), "-1");
 }
 
 #[test]
