@@ -104,3 +104,37 @@ async fn a_directory_as_command_names_the_errno() {
     assert!(msg.contains("cannot start tool `t` (/usr"), "{msg}");
     assert!(msg.contains("Permission denied (os error 13)"), "{msg}");
 }
+
+/// Output is complete whichever way it is collected: all at once after the
+/// spawn (a tool that is already done), partly then and the rest through
+/// the event loop (a tool still writing), and past the 64 KiB taken at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_is_whole_whether_taken_at_once_or_later() {
+    let cases = [
+        // Done before anyone looks: both streams and the code, at once.
+        ("printf out; printf err >&2; exit 4", "out", "err", 4),
+        // Writes, pauses, writes again.
+        (
+            "printf early; sleep 0.2; printf ' late'; printf e2 >&2; exit 5",
+            "early late",
+            "e2",
+            5,
+        ),
+    ];
+    for (script, want_out, want_err, code) in cases {
+        let (o, out, _) = run(call(sh(script), json!({}))).await;
+        assert_eq!(o.status.code, Some(code), "{script}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout()), want_out, "{script}");
+        let all = String::from_utf8_lossy(&out.combined()).into_owned();
+        assert!(all.contains(want_err), "{script}: {all}");
+        assert_eq!(
+            all.len(),
+            want_out.len() + want_err.len(),
+            "{script}: {all}"
+        );
+    }
+    // More than is read at once (64 KiB) from a tool that exits right away.
+    let (o, out, _) = run(call(sh("head -c 300000 /dev/zero; exit 0"), json!({}))).await;
+    assert_eq!(o.status.code, Some(0));
+    assert_eq!(out.stdout().len(), 300_000);
+}
