@@ -56,11 +56,13 @@ impl FsError {
 
 /// A file tree served over 9P.
 ///
-/// The connection loop keeps each fid's `Node` in an `Arc`, runs every read
-/// and write as its own task (so a blocking read does not stall the
-/// connection), and drops that task's future when the request is flushed or
-/// its fid is clunked: dropping a read or write future is how a request is
-/// cancelled, so implementations must clean up on drop.
+/// The connection loop keeps each fid's `Node` in an `Arc` and runs every
+/// read and write as a future of its own inside the connection's task (so a
+/// blocking read does not stall the connection, and no request hops to
+/// another task), and drops that future when the request is flushed or its
+/// fid is clunked: dropping a read or write future is how a request is
+/// cancelled, so implementations must clean up on drop. A future is polled
+/// only while its connection's task runs, so it should not block the thread for long.
 pub trait FileTree: Send + Sync + 'static {
     /// What one fid points at, including that fid's own state (for example
     /// what was written to a write-then-read file). Never shared between fids.
