@@ -480,3 +480,58 @@ fn refused_operations_have_clear_errors() {
         assert!(err.contains(expect), "{err}");
     }
 }
+
+/// A peer that sends requests but stops reading replies fills the socket;
+/// its running call still times out (and its process group is killed), and
+/// every other connection keeps being served.
+#[test]
+fn a_peer_that_stops_reading_does_not_hold_up_its_calls() {
+    use toolsrv::ninep::wire::Fcall;
+    let s = TestServer::start(&[]);
+    let mut c = session(&s);
+    c.write("ctl", b"load a sleep").unwrap();
+    let payload = c.payload("a", "sleep", &args(json!({"timeout": 1})), None);
+    let fid = c.client.walk_open("proc/new", ORDWR).unwrap();
+    c.client.write(fid, payload.as_bytes()).unwrap();
+    c.client
+        .send(Fcall::Tread {
+            fid,
+            offset: 0,
+            count: 8192,
+        })
+        .unwrap();
+    let child = s.sleep_pid();
+
+    // Many reads of `all`, whose replies are never read: megabytes of them.
+    let all = c.client.walk_open("all", OREAD).unwrap();
+    let intr = c.client.interrupter();
+    let flood = std::thread::spawn(move || {
+        let mut sent = 0u32;
+        while sent < 50_000
+            && intr
+                .send(Fcall::Tread {
+                    fid: all,
+                    offset: 0,
+                    count: 8192,
+                })
+                .is_ok()
+        {
+            sent += 1;
+        }
+        sent
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!flood.is_finished(), "the socket never filled up");
+
+    // The 1 s timeout ends the call although nobody reads its reply.
+    assert!(
+        eventually(Duration::from_secs(6), || !alive(child)),
+        "the call outlived its timeout while its peer was not reading"
+    );
+    // Other connections are served meanwhile.
+    let mut other = session(&s);
+    assert!(other.read("info").is_ok());
+    drop(c);
+    assert!(flood.join().unwrap() > 0);
+    assert!(other.read("info").is_ok());
+}

@@ -54,7 +54,7 @@ struct FidState<N> {
 
 /// Serves one 9P2000 connection until the peer goes away or breaks the protocol.
 /// On the way out every in-flight request is cancelled and every fid clunked.
-pub async fn serve_conn<T, S>(tree: Arc<T>, mut stream: S, max_msize: u32)
+pub async fn serve_conn<T, S>(tree: Arc<T>, stream: S, max_msize: u32)
 where
     T: FileTree,
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -71,7 +71,10 @@ where
         out: Vec::new(),
         next_id: 0,
     };
+    let (mut rd, mut wr) = tokio::io::split(stream);
     let mut inbuf = InBuf::default();
+    // Bytes at the front of `conn.out` already written.
+    let mut sent = 0;
     'conn: loop {
         // Answer everything that arrived, then what finished meanwhile.
         loop {
@@ -85,18 +88,32 @@ where
             }
         }
         conn.settle().await;
-        if !conn.out.is_empty() {
-            if let Err(e) = stream.write_all(&conn.out).await {
-                debug!(error = %e, "9p write failed");
-                break;
-            }
-            conn.out.clear();
-            conn.out.shrink_to(OUT_KEEP);
-        }
+        // Writing is one of the things waited for, not a wait of its own: a
+        // peer that stops reading does not stop its running calls (their
+        // timeouts, their output); only new requests wait for the backlog.
+        let unsent = conn.out.len() - sent;
         tokio::select! {
             biased;
             Some(done) = conn.running.next(), if !conn.running.is_empty() => conn.finish(done),
-            r = inbuf.fill(&mut stream) => match r {
+            r = wr.write(&conn.out[sent..]), if unsent > 0 => match r {
+                Ok(0) => {
+                    debug!("9p peer stopped taking replies");
+                    break;
+                }
+                Ok(n) => {
+                    sent += n;
+                    if sent == conn.out.len() {
+                        conn.out.clear();
+                        conn.out.shrink_to(OUT_KEEP);
+                        sent = 0;
+                    }
+                }
+                Err(e) => {
+                    debug!(error = %e, "9p write failed");
+                    break;
+                }
+            },
+            r = inbuf.fill(&mut rd), if unsent < OUT_BACKLOG => match r {
                 Ok(true) => {}
                 Ok(false) => {
                     if inbuf.is_empty() {
@@ -114,12 +131,21 @@ where
         }
     }
     conn.reset();
+    // Replies already made still go out to a peer that only closed its
+    // sending side, but nobody waits long for one that does not read.
+    if sent < conn.out.len() {
+        let _ = tokio::time::timeout(FINAL_FLUSH, wr.write_all(&conn.out[sent..])).await;
+    }
     drop(conn);
-    let _ = stream.shutdown().await;
+    let _ = wr.shutdown().await;
 }
 
 /// Output buffer capacity kept between batches (a large reply is not kept).
 const OUT_KEEP: usize = 64 << 10;
+/// Unsent replies past which no new request is read (until the peer reads).
+const OUT_BACKLOG: usize = 4 << 20;
+/// How long replies made before the connection ended may take to go out.
+const FINAL_FLUSH: std::time::Duration = std::time::Duration::from_secs(1);
 
 struct Conn<T: FileTree> {
     tree: Arc<T>,
