@@ -142,8 +142,17 @@ while not os.path.exists(pidfile):
     time.sleep(0.02)
 child = int(open(pidfile).read().strip())
 c.rpc(Tflush(oldtag=77), Rflush)
+def running(pid):
+    """True while `pid` exists and is not a zombie (it may vanish while we look)."""
+    try:
+        with open(f"/proc/{pid}/stat") as st:
+            return "Z" not in st.read().split(")")[-1][:3]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
 deadline = time.time() + 3
-while os.path.exists(f"/proc/{child}") and "Z" not in open(f"/proc/{child}/stat").read().split(")")[-1][:3]:
+while running(child):
     assert time.time() < deadline, "flushed call's process still alive"
     time.sleep(0.02)
 c.clunk(f)
