@@ -131,6 +131,27 @@ pub struct Outcome {
     pub duration: Duration,
 }
 
+impl Outcome {
+    /// A call that ended without a process of its own (refused, not
+    /// started, or abandoned): `output` is marked finished.
+    pub fn without_process(
+        result: ToolResult,
+        output: &Output,
+        cancelled: bool,
+        duration: Duration,
+    ) -> Outcome {
+        output.finish();
+        Outcome {
+            result,
+            status: ExitInfo::default(),
+            timed_out: false,
+            cancelled,
+            truncated: output.truncated(),
+            duration,
+        }
+    }
+}
+
 /// The environment of a tool: `base` (shared, not copied) plus
 /// `OLLIE_TOOLS_PATH`, `PWD`, and `OLLIE_SESSION_ID` / `OLLIE_AGENT_ID` when
 /// given (these replace any value `base` has for them).

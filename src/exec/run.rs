@@ -166,15 +166,7 @@ fn exit_info(status: Option<ExitStatus>) -> ExitInfo {
 }
 
 fn early_outcome(result: ToolResult, output: &Output, start: Instant) -> Outcome {
-    output.finish();
-    Outcome {
-        result,
-        status: ExitInfo::default(),
-        timed_out: false,
-        cancelled: false,
-        truncated: false,
-        duration: start.elapsed(),
-    }
+    Outcome::without_process(result, output, false, start.elapsed())
 }
 
 /// Runs one tool call to its end and builds its result.

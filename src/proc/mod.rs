@@ -11,7 +11,7 @@ use serde::Serialize;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::exec::{self, Call, ExitInfo, Outcome, Output};
+use crate::exec::{self, Call, Outcome, Output};
 use crate::protocol::ToolResult;
 
 mod prepare;
@@ -228,15 +228,12 @@ impl Drop for FinishOnDrop {
             return;
         };
         tracing::info!(pid = p.id, tool = %p.info.tool, "request cancelled; stopping process");
-        p.output.finish();
-        let outcome = Outcome {
-            result: ToolResult::error(format!("tool `{}` was cancelled", p.info.tool)),
-            status: ExitInfo::default(),
-            timed_out: false,
-            cancelled: true,
-            truncated: p.output.truncated(),
-            duration: p.started_at.elapsed(),
-        };
+        let outcome = Outcome::without_process(
+            ToolResult::error(format!("tool `{}` was cancelled", p.info.tool)),
+            &p.output,
+            true,
+            p.started_at.elapsed(),
+        );
         p.finish(outcome, self.on_exit.get());
     }
 }
@@ -355,17 +352,12 @@ impl ProcTable {
             p.gated.store(false, Ordering::Release);
             let outcome = match opened {
                 Ok(call) => run_call(&p, call, output).await,
-                Err(result) => {
-                    output.finish();
-                    Outcome {
-                        result,
-                        status: ExitInfo::default(),
-                        timed_out: false,
-                        cancelled: cancel.is_cancelled(),
-                        truncated: false,
-                        duration: p.started_at.elapsed(),
-                    }
-                }
+                Err(result) => Outcome::without_process(
+                    result,
+                    &output,
+                    cancel.is_cancelled(),
+                    p.started_at.elapsed(),
+                ),
             };
             p.finish(outcome, on_exit.get());
         });
