@@ -57,11 +57,16 @@ impl Tags {
 }
 
 fn send_on(writer: &Mutex<UnixStream>, tag: u16, body: Fcall) -> Result<()> {
-    let frame = encode(&Msg { tag, body })?;
+    write_frames(writer, &encode(&Msg { tag, body })?)
+}
+
+/// Writes whole encoded frames in one go (under the writer lock, so that
+/// an interrupter's frame never lands in the middle of one).
+fn write_frames(writer: &Mutex<UnixStream>, frames: &[u8]) -> Result<()> {
     let mut w = writer
         .lock()
         .map_err(|_| ClientError::Io(std::io::Error::other("writer lock poisoned")))?;
-    w.write_all(&frame)?;
+    w.write_all(frames)?;
     Ok(())
 }
 
@@ -391,13 +396,7 @@ impl Client {
                 count,
             },
         })?);
-        {
-            let mut w = self
-                .writer
-                .lock()
-                .map_err(|_| ClientError::Io(std::io::Error::other("writer lock poisoned")))?;
-            w.write_all(&frames)?;
-        }
+        write_frames(&self.writer, &frames)?;
         // Replies may come in any order; both are always sent.
         let (mut wrote, mut read) = (None, None);
         while wrote.is_none() || read.is_none() {
