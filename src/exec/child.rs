@@ -145,11 +145,7 @@ impl Drop for Child {
                 // No runtime: SIGKILL was sent, so the wait is short.
                 let _ = std::thread::Builder::new()
                     .name("toolsrv-reap".into())
-                    .spawn(move || {
-                        while let Err(rustix::io::Errno::INTR) =
-                            waitpid(Some(pid), WaitOptions::empty())
-                        {}
-                    });
+                    .spawn(move || super::launch::reap_blocking(pid.as_raw_nonzero().get()));
             }
         }
     }
