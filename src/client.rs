@@ -168,13 +168,18 @@ impl Session {
         Self::op(path, r).map(|_| ())
     }
 
-    /// Write `data` then read the answer on the same fid.
+    /// Write `data` then read the answer on the same fid (the write and the
+    /// first read go out together).
     pub fn rdwr(&mut self, path: &str, data: &[u8]) -> Result<Vec<u8>, SessionError> {
         let fid = Self::op(path, self.client.walk_open(path, ORDWR))?;
-        let r = self
-            .client
-            .write(fid, data)
-            .and_then(|_| self.client.read_all(fid));
+        let iounit = self.client.iounit();
+        let r = self.client.write_read(fid, data, iounit).and_then(|first| {
+            if first.is_empty() {
+                Ok(first)
+            } else {
+                self.client.read_on(fid, first)
+            }
+        });
         let _ = self.client.clunk(fid);
         Self::op(path, r)
     }
@@ -261,20 +266,13 @@ impl Session {
     /// parses); anything else is read on until an empty read.
     fn send_call(&mut self, fid: Fid, payload: &[u8]) -> Result<Vec<u8>, ClientError> {
         let iounit = self.client.iounit();
-        let mut out = self.client.write_read(fid, payload, iounit)?;
-        if out.is_empty() {
+        let out = self.client.write_read(fid, payload, iounit)?;
+        if out.is_empty()
+            || (out.len() < iounit as usize && serde_json::from_slice::<Value>(&out).is_ok())
+        {
             return Ok(out);
         }
-        if out.len() < iounit as usize && serde_json::from_slice::<Value>(&out).is_ok() {
-            return Ok(out);
-        }
-        loop {
-            let chunk = self.client.read(fid, out.len() as u64, iounit)?;
-            if chunk.is_empty() {
-                return Ok(out);
-            }
-            out.extend_from_slice(&chunk);
-        }
+        self.client.read_on(fid, out)
     }
 
     /// Start a background call and return its PID.

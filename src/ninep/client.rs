@@ -437,7 +437,11 @@ impl Client {
 
     /// Reads from offset 0 until an empty read.
     pub fn read_all(&mut self, fid: Fid) -> Result<Vec<u8>> {
-        let mut out = Vec::new();
+        self.read_on(fid, Vec::new())
+    }
+
+    /// Reads on after `out` (what the first reads gave) until an empty read.
+    pub fn read_on(&mut self, fid: Fid, mut out: Vec<u8>) -> Result<Vec<u8>> {
         loop {
             let chunk = self.read(fid, out.len() as u64, self.iounit())?;
             if chunk.is_empty() {
