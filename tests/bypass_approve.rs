@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use bypass_common::{Bypass, Observer, alive, eventually, outside_dir, tools};
 use serde_json::{Value, json};
-use toolsrv::ninep::fs::ORDWR;
 
 #[test]
 fn meta_declared_bypass_approved_runs_unconfined() {
@@ -164,16 +163,7 @@ fn cancelling_a_pending_call_withdraws_its_request() {
             .unwrap(),
         None,
     );
-    let fid = c.client.walk_open("proc/new", ORDWR).unwrap();
-    c.client.write(fid, payload.as_bytes()).unwrap();
-    let tag = c
-        .client
-        .send(toolsrv::ninep::wire::Fcall::Tread {
-            fid,
-            offset: 0,
-            count: 8192,
-        })
-        .unwrap();
+    let (_, tag) = common::start_call(&mut c, &payload);
     let mut o = Observer::new(&b.s.socket);
     let req = o.next();
     let ftag = c.client.interrupter().flush(tag).unwrap();

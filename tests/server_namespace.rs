@@ -350,16 +350,7 @@ fn flush_cancels_a_sync_call() {
     let mut c = session(&s);
     c.write("ctl", b"load a sleep").unwrap();
     let payload = c.payload("a", "sleep", &Map::new(), None);
-    let fid = c.client.walk_open("proc/new", ORDWR).unwrap();
-    c.client.write(fid, payload.as_bytes()).unwrap();
-    let tag = c
-        .client
-        .send(toolsrv::ninep::wire::Fcall::Tread {
-            fid,
-            offset: 0,
-            count: 8192,
-        })
-        .unwrap();
+    let (_, tag) = common::start_call(&mut c, &payload);
     let child = s.sleep_pid();
     assert!(alive(child));
     let ftag = c.client.interrupter().flush(tag).unwrap();
@@ -491,15 +482,7 @@ fn a_peer_that_stops_reading_does_not_hold_up_its_calls() {
     let mut c = session(&s);
     c.write("ctl", b"load a sleep").unwrap();
     let payload = c.payload("a", "sleep", &args(json!({"timeout": 1})), None);
-    let fid = c.client.walk_open("proc/new", ORDWR).unwrap();
-    c.client.write(fid, payload.as_bytes()).unwrap();
-    c.client
-        .send(Fcall::Tread {
-            fid,
-            offset: 0,
-            count: 8192,
-        })
-        .unwrap();
+    common::start_call(&mut c, &payload);
     let child = s.sleep_pid();
 
     // Many reads of `all`, whose replies are never read: megabytes of them.

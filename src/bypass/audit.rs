@@ -132,17 +132,8 @@ mod tests {
         let a = Audit::open(&path).unwrap();
         let req = Request {
             id: 7,
-            kind: Kind::Bypass,
-            tool: "t".into(),
-            agent: "a".into(),
-            session: None,
-            command: "/bin/t".into(),
-            cwd: "/".into(),
-            env: Default::default(),
-            sudo_user: None,
             prompt: String::new(),
-            asked_by: AskedBy::default(),
-            expires_in_ms: 0,
+            ..Request::sample(Kind::Bypass)
         };
         a.record("requested", &req, None, None);
         a.record("approved", &req, Some("terminal:me"), None);

@@ -362,7 +362,6 @@ impl Drop for Ticket {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bypass::AskedBy;
 
     fn broker(timeout: Duration) -> (tempfile::TempDir, Arc<Broker>) {
         let dir = tempfile::tempdir().unwrap();
@@ -375,20 +374,7 @@ mod tests {
     }
 
     fn req(kind: Kind) -> Request {
-        Request {
-            id: 0,
-            kind,
-            tool: "t".into(),
-            agent: "a".into(),
-            session: None,
-            command: "/bin/t".into(),
-            cwd: "/".into(),
-            env: Default::default(),
-            sudo_user: None,
-            prompt: "p".into(),
-            asked_by: AskedBy::default(),
-            expires_in_ms: 0,
-        }
+        Request::sample(kind)
     }
 
     #[tokio::test]

@@ -119,6 +119,27 @@ pub struct Request {
     pub expires_in_ms: u64,
 }
 
+#[cfg(test)]
+impl Request {
+    /// A request of `kind` for tool `t` of agent `a` running `/bin/t` in `/`.
+    pub(crate) fn sample(kind: Kind) -> Request {
+        Request {
+            id: 0,
+            kind,
+            tool: "t".into(),
+            agent: "a".into(),
+            session: None,
+            command: "/bin/t".into(),
+            cwd: "/".into(),
+            env: Default::default(),
+            sudo_user: None,
+            prompt: "p".into(),
+            asked_by: AskedBy::default(),
+            expires_in_ms: 0,
+        }
+    }
+}
+
 /// Names whose values are never shown to observers.
 fn secret_name(name: &str) -> bool {
     let n = name.to_ascii_uppercase();

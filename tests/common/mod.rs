@@ -240,3 +240,21 @@ impl Drop for TestServer {
         }
     }
 }
+
+/// Opens `proc/new`, writes `payload` and sends the read that runs the
+/// call, without waiting for its answer: the fid and the read's tag (to
+/// flush it, clunk the fid, or receive the answer later).
+pub fn start_call(c: &mut toolsrv::client::Session, payload: &str) -> (u32, u16) {
+    use toolsrv::ninep::fs::ORDWR;
+    let fid = c.client.walk_open("proc/new", ORDWR).unwrap();
+    c.client.write(fid, payload.as_bytes()).unwrap();
+    let tag = c
+        .client
+        .send(toolsrv::ninep::wire::Fcall::Tread {
+            fid,
+            offset: 0,
+            count: 8192,
+        })
+        .unwrap();
+    (fid, tag)
+}
